@@ -1,0 +1,180 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+)
+
+// ClaimShutdownPolicy says what happens when a claim expires.
+// +kubebuilder:validation:Enum=Delete;DeleteForeground;Retain
+type ClaimShutdownPolicy string
+
+const (
+	// ClaimShutdownPolicyDelete deletes the claim; its Sandbox goes by
+	// garbage collection in the background.
+	ClaimShutdownPolicyDelete ClaimShutdownPolicy = "Delete"
+	// ClaimShutdownPolicyDeleteForeground deletes the claim with foreground
+	// propagation: the claim stays until its Sandbox and Pod are gone.
+	ClaimShutdownPolicyDeleteForeground ClaimShutdownPolicy = "DeleteForeground"
+	// ClaimShutdownPolicyRetain deletes the Sandbox and keeps the claim with
+	// Ready=False/ClaimExpired.
+	ClaimShutdownPolicyRetain ClaimShutdownPolicy = "Retain"
+)
+
+// Condition reasons of a SandboxClaim, besides those forwarded from its
+// Sandbox.
+const (
+	ClaimReasonSandboxNotReady           = "SandboxNotReady"
+	ClaimReasonSandboxMissing            = "SandboxMissing"
+	ClaimReasonSandboxExpired            = "SandboxExpired"
+	ClaimReasonClaimExpired              = "ClaimExpired"
+	ClaimReasonTemplateNotFound          = "TemplateNotFound"
+	ClaimReasonWarmPoolNotFound          = "WarmPoolNotFound"
+	ClaimReasonAdoptionConflict          = "AdoptionConflict"
+	ClaimReasonSandboxCreatePending      = "SandboxCreatePending"
+	ClaimReasonInvalidMetadata           = "InvalidMetadata"
+	ClaimReasonEnvVarsInjectionRejected  = "EnvVarsInjectionRejected"
+	ClaimReasonVolumeClaimTemplatesError = "VolumeClaimTemplatesError"
+	ClaimReasonReconcilerError           = "ReconcilerError"
+)
+
+// WarmPoolRef names a SandboxWarmPool in the same namespace.
+type WarmPoolRef struct {
+	// Name of the SandboxWarmPool.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// Lifecycle holds the expiry settings of a claim.
+type Lifecycle struct {
+	// ShutdownTime is the absolute time at which the claim expires. It is
+	// enforced by the claim controller and not copied to the Sandbox.
+	// +optional
+	// +kubebuilder:validation:Format=date-time
+	ShutdownTime *metav1.Time `json:"shutdownTime,omitempty"`
+
+	// TTLSecondsAfterFinished expires the claim this many seconds after its
+	// Sandbox finished.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// ShutdownPolicy says what happens at expiry.
+	// +optional
+	// +kubebuilder:default=Retain
+	ShutdownPolicy ClaimShutdownPolicy `json:"shutdownPolicy,omitempty"`
+}
+
+// EnvVar is an environment variable a claim injects into its Sandbox.
+type EnvVar struct {
+	// Name of the variable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+
+	// Value of the variable.
+	// +required
+	Value string `json:"value"`
+
+	// ContainerName is the target container; empty means the first regular
+	// container.
+	// +optional
+	ContainerName string `json:"containerName,omitempty"`
+}
+
+// SandboxClaimSpec is the desired state of a claim.
+type SandboxClaimSpec struct {
+	// WarmPoolRef names the pool to take a Sandbox from; the template is the
+	// pool's.
+	// +required
+	WarmPoolRef WarmPoolRef `json:"warmPoolRef"`
+
+	// Lifecycle holds the expiry settings of the claim.
+	// +optional
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+
+	// AdditionalPodMetadata is merged into the Sandbox's pod template
+	// metadata; it cannot override template values.
+	// +optional
+	AdditionalPodMetadata sandboxv1beta1.PodMetadata `json:"additionalPodMetadata,omitempty"`
+
+	// Env injects environment variables, if the template allows it.
+	// +optional
+	// +listType=atomic
+	Env []EnvVar `json:"env,omitempty"`
+
+	// VolumeClaimTemplates adds or replaces volume claim templates, if the
+	// template allows it.
+	// +optional
+	// +listType=atomic
+	VolumeClaimTemplates []sandboxv1beta1.PersistentVolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
+}
+
+// SandboxStatus names the Sandbox bound to a claim.
+type SandboxStatus struct {
+	// Name of the bound Sandbox.
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// PodIPs of the bound Sandbox.
+	// +optional
+	PodIPs []string `json:"podIPs,omitempty"`
+}
+
+// SandboxClaimStatus is the observed state of a claim.
+type SandboxClaimStatus struct {
+	// Conditions: Ready, and Finished mirrored from the Sandbox.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// SandboxStatus names the bound Sandbox.
+	// +optional
+	SandboxStatus SandboxStatus `json:"sandbox,omitempty"`
+}
+
+// SandboxClaim asks for a Sandbox from a warm pool.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:resource:shortName=sandboxclaim
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="Sandbox",type="string",JSONPath=".status.sandbox.name"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+type SandboxClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the claim.
+	// +required
+	Spec SandboxClaimSpec `json:"spec"`
+
+	// Status is the observed state of the claim.
+	// +optional
+	Status SandboxClaimStatus `json:"status,omitempty"`
+}
+
+// SandboxClaimList is a list of SandboxClaims.
+//
+// +kubebuilder:object:root=true
+type SandboxClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SandboxClaim `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SandboxClaim{}, &SandboxClaimList{})
+}
+
+// EffectiveShutdownPolicy returns the lifecycle shutdown policy, Retain when
+// unset.
+func (c *SandboxClaim) EffectiveShutdownPolicy() ClaimShutdownPolicy {
+	if c.Spec.Lifecycle == nil || c.Spec.Lifecycle.ShutdownPolicy == "" {
+		return ClaimShutdownPolicyRetain
+	}
+	return c.Spec.Lifecycle.ShutdownPolicy
+}

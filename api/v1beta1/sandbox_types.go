@@ -1,0 +1,133 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ShutdownPolicy says what happens to a Sandbox object when it expires. Its
+// Pod and Service are torn down in every case.
+// +kubebuilder:validation:Enum=Delete;Retain
+type ShutdownPolicy string
+
+const (
+	// ShutdownPolicyDelete deletes the Sandbox at expiry.
+	ShutdownPolicyDelete ShutdownPolicy = "Delete"
+	// ShutdownPolicyRetain keeps the Sandbox with Ready=False/SandboxExpired.
+	ShutdownPolicyRetain ShutdownPolicy = "Retain"
+)
+
+// OperatingMode is the desired state of a Sandbox.
+// +kubebuilder:validation:Enum=Running;Suspended
+type OperatingMode string
+
+const (
+	// OperatingModeRunning keeps a Pod running.
+	OperatingModeRunning OperatingMode = "Running"
+	// OperatingModeSuspended deletes the Pod and keeps Service and volumes.
+	OperatingModeSuspended OperatingMode = "Suspended"
+)
+
+// Lifecycle holds the expiry settings of a Sandbox.
+type Lifecycle struct {
+	// ShutdownTime is the absolute time at which the Sandbox expires.
+	// Unset means it never expires.
+	// +optional
+	// +kubebuilder:validation:Format=date-time
+	ShutdownTime *metav1.Time `json:"shutdownTime,omitempty"`
+
+	// ShutdownPolicy says what happens to the Sandbox object at expiry.
+	// +optional
+	// +kubebuilder:default=Retain
+	ShutdownPolicy *ShutdownPolicy `json:"shutdownPolicy,omitempty"`
+}
+
+// SandboxSpec is the desired state of a Sandbox.
+// +kubebuilder:validation:XValidation:rule="has(self.volumeClaimTemplates) == has(oldSelf.volumeClaimTemplates) && (!has(self.volumeClaimTemplates) || self.volumeClaimTemplates == oldSelf.volumeClaimTemplates)",message="volumeClaimTemplates is immutable"
+type SandboxSpec struct {
+	SandboxBlueprint `json:",inline"`
+
+	Lifecycle `json:",inline"`
+
+	// OperatingMode is the desired state: Running keeps a Pod, Suspended
+	// deletes it while keeping the Service and volumes.
+	// +optional
+	// +kubebuilder:default=Running
+	OperatingMode OperatingMode `json:"operatingMode,omitempty"`
+}
+
+// SandboxStatus is the observed state of a Sandbox.
+type SandboxStatus struct {
+	// ServiceFQDN is <service>.<namespace>.svc.<clusterDomain>, empty when
+	// no Service is tracked.
+	// +optional
+	ServiceFQDN string `json:"serviceFQDN,omitempty"`
+
+	// Service is the name of the headless Service, or empty.
+	// +optional
+	Service string `json:"service,omitempty"`
+
+	// Conditions: Ready, Suspended, PodScheduled and Finished.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LabelSelector selects the Pod of this Sandbox.
+	// +optional
+	LabelSelector string `json:"selector,omitempty"`
+
+	// PodIPs are the IPs of the Pod owned by this Sandbox.
+	// +optional
+	PodIPs []string `json:"podIPs,omitempty"`
+
+	// NodeName is the node the Pod runs on.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+}
+
+// Sandbox is an isolated, stateful, single-tenant workload: one Pod with a
+// stable name, optional volumes and an optional headless Service.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:resource:shortName=sandbox
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+type Sandbox struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the Sandbox.
+	// +required
+	Spec SandboxSpec `json:"spec"`
+
+	// Status is the observed state of the Sandbox.
+	// +optional
+	Status SandboxStatus `json:"status,omitempty"`
+}
+
+// SandboxList is a list of Sandboxes.
+//
+// +kubebuilder:object:root=true
+type SandboxList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Sandbox `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Sandbox{}, &SandboxList{})
+}
+
+// IsSuspended reports whether the Sandbox is asked to be suspended.
+func (s *Sandbox) IsSuspended() bool {
+	return s.Spec.OperatingMode == OperatingModeSuspended
+}
+
+// EffectiveShutdownPolicy returns the shutdown policy, Retain when unset.
+func (s *Sandbox) EffectiveShutdownPolicy() ShutdownPolicy {
+	if s.Spec.ShutdownPolicy == nil || *s.Spec.ShutdownPolicy == "" {
+		return ShutdownPolicyRetain
+	}
+	return *s.Spec.ShutdownPolicy
+}
