@@ -3,7 +3,7 @@
 #   ${AGENT_SANDBOX_CACHE:-~/.cache/agent-sandbox}/bin/<kube-version>/
 # and prints that directory. A binary that already exists is not rebuilt, so a
 # warm run is a no-op. Usage: build.sh [component...]
-# (default: kube-apiserver etcd kubectl, what tests need; "all" adds the node and control-plane parts).
+# (default: kube-apiserver etcd kubectl kube-controller-manager, what tests need; "all" adds the node and control-plane parts).
 set -euo pipefail
 cd "$(dirname "$0")"
 KUBE_VERSION="$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit} $1=="require" && $2=="k8s.io/kubernetes" {print $3; exit}' go.mod)"
@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 
 if [ "${1:-}" = "--print-dir" ]; then echo "$OUT"; exit 0; fi
 components=("$@")
-[ ${#components[@]} -eq 0 ] && components=(kube-apiserver etcd kubectl)
+[ ${#components[@]} -eq 0 ] && components=(kube-apiserver etcd kubectl kube-controller-manager)
 if [ "${components[0]}" = "all" ]; then
   components=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kubelet)
 fi
