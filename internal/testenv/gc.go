@@ -9,7 +9,8 @@ import (
 )
 
 // GarbageCollector runs the real kube-controller-manager with only its
-// garbage collector against the test apiserver, so owner references cascade
+// garbage collector (and PVC protection, which releases deleted claims) against
+// the test apiserver, so owner references cascade
 // deletes as on a real cluster (envtest alone never deletes dependents).
 type GarbageCollector struct {
 	cmd     *exec.Cmd
@@ -29,7 +30,7 @@ func (e *Env) StartGarbageCollector() (*GarbageCollector, error) {
 	}
 	cmd := exec.Command(bin,
 		"--kubeconfig="+e.Kubeconfig,
-		"--controllers=garbagecollector",
+		"--controllers=garbage-collector-controller,persistentvolumeclaim-protection-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--concurrent-gc-syncs=20",

@@ -1,0 +1,219 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// ControllerName is the reporting name of the Sandbox controller.
+const ControllerName = "sandbox-controller"
+
+// PodNameHashIndex is the field index of Pods by their sandbox-name-hash
+// label, so a reconcile finds its Pod without listing the namespace.
+const PodNameHashIndex = ".metadata.labels[" + labels.SandboxNameHash + "]"
+
+// Options configure the Sandbox controller.
+type Options struct {
+	// ClusterDomain is used in status.serviceFQDN.
+	ClusterDomain string
+	// Workers is the number of concurrent reconciles.
+	Workers int
+	// StatusCoalesceWindow delays status writes that only refine a
+	// not-ready state (for example "Pending" to "Running but not Ready"),
+	// so a Sandbox that becomes Ready within the window costs one write
+	// less. Ready transitions, errors and the first write are never
+	// delayed. 0 writes every change at once.
+	StatusCoalesceWindow time.Duration
+}
+
+// Reconciler reconciles Sandboxes.
+type Reconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Recorder recorder.EventRecorder
+	Options  Options
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+
+	clock *writeClock
+}
+
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes/status;sandboxes/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=pods;services;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the Pod index and the controller.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	return setup(mgr, opts, nil)
+}
+
+// setup lets tests wrap the reconciler (for example to count passes).
+func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) reconcile.Reconciler) error {
+	if opts.ClusterDomain == "" {
+		opts.ClusterDomain = "cluster.local"
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 100
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, PodNameHashIndex,
+		func(o client.Object) []string {
+			if v, ok := o.GetLabels()[labels.SandboxNameHash]; ok {
+				return []string{v}
+			}
+			return nil
+		}); err != nil {
+		return fmt.Errorf("indexing pods by sandbox name hash: %w", err)
+	}
+	r := &Reconciler{
+		Client:   mgr.GetClient(),
+		Scheme:   mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder(ControllerName),
+		Options:  opts,
+		clock:    newWriteClock(),
+	}
+	var rec reconcile.Reconciler = r
+	if wrap != nil {
+		rec = wrap(r)
+	}
+	// Only children that carry the tracking label can be ours; everything
+	// else in the cluster is noise for this controller.
+	tracked := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, ok := o.GetLabels()[labels.SandboxNameHash]
+		return ok
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("sandbox").
+		For(&sandboxv1beta1.Sandbox{}, builder.WithPredicates(sandboxChanged())).
+		Owns(&corev1.Pod{}, builder.WithPredicates(tracked)).
+		Owns(&corev1.Service{}, builder.WithPredicates(tracked)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		Complete(rec)
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Reconcile brings one Sandbox's children and status in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sb := &sandboxv1beta1.Sandbox{}
+	if err := r.Get(ctx, req.NamespacedName, sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.clock.drop(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting sandbox: %w", err)
+	}
+	// Deletion cascades through owner references; there is nothing to do.
+	if sb.DeletionTimestamp != nil {
+		r.clock.drop(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	log := log.FromContext(ctx)
+	r.clock.catchUp(sb)
+	old := sb.Status.DeepCopy()
+
+	if expired(sb, r.now()) {
+		return r.reconcileExpired(ctx, sb, old)
+	}
+
+	reconcileErr := r.reconcileChildren(ctx, sb)
+
+	result := ctrl.Result{}
+	if sb.Spec.ShutdownTime != nil {
+		if left := sb.Spec.ShutdownTime.Sub(r.now()); left > 0 {
+			result.RequeueAfter = max(left, minExpiryRequeue)
+		} else {
+			// It expired during this pass: report it now, tear down next pass.
+			markExpired(sb)
+			result.RequeueAfter = time.Millisecond
+		}
+	}
+	wait, err := r.writeStatus(ctx, sb, old)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(reconcileErr, err)
+	}
+	if wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
+		result.RequeueAfter = wait
+	}
+	if reconcileErr != nil {
+		log.V(1).Info("reconcile failed", "error", reconcileErr.Error())
+	}
+	return result, reconcileErr
+}
+
+// reconcileChildren reconciles PVCs, the Pod and the Service, then computes
+// the status. The returned error is what controller-runtime backs off on;
+// a fail-closed refusal (multiple pods) is reported in status only, since
+// retrying cannot fix it.
+func (r *Reconciler) reconcileChildren(ctx context.Context, sb *sandboxv1beta1.Sandbox) error {
+	var errs []error
+	if err := r.reconcilePVCs(ctx, sb); err != nil {
+		errs = append(errs, err)
+	}
+	pr, podErr := r.reconcilePod(ctx, sb)
+	var multi *multiplePodsError
+	if errors.As(podErr, &multi) {
+		podErr = nil
+	} else if podErr != nil {
+		errs = append(errs, podErr)
+	}
+	setPodStatusFields(sb, pr)
+
+	var svc *corev1.Service
+	if multi == nil {
+		var err error
+		svc, err = r.reconcileService(ctx, sb)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	setServiceStatusFields(sb, svc, r.Options.ClusterDomain)
+
+	in := conditionInput{
+		suspended:       sb.IsSuspended(),
+		pod:             pr.pod,
+		podOwned:        pr.owned,
+		podLookupFailed: pr.pod == nil && podErr != nil,
+		serviceRequired: serviceRequired(sb, svc),
+		serviceExists:   svc != nil,
+		multiplePods:    multi,
+		err:             errors.Join(errs...),
+	}
+	before := readyReason(sb)
+	applyConditions(sb, computeConditions(in))
+	if multi != nil && before != sandboxv1beta1.ReasonMultiplePods {
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, sandboxv1beta1.ReasonMultiplePods, "Reconciling", "%s", multi.Error())
+	}
+	return errors.Join(errs...)
+}
+
+func readyReason(sb *sandboxv1beta1.Sandbox) string {
+	for _, c := range sb.Status.Conditions {
+		if c.Type == sandboxv1beta1.SandboxConditionReady {
+			return c.Reason
+		}
+	}
+	return ""
+}

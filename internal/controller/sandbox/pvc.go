@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// pvcName is the name of the claim made from template vct for a Sandbox.
+func pvcName(vct, sandbox string) string { return vct + "-" + sandbox }
+
+// reconcilePVCs creates the Sandbox's PVCs. They are never deleted here: not
+// on suspend, not on expiry; only garbage collection removes them with the
+// Sandbox, so user data survives everything else.
+func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *sandboxv1beta1.Sandbox) error {
+	var errs []error
+	for _, t := range sb.Spec.VolumeClaimTemplates {
+		if err := r.reconcilePVC(ctx, sb, t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) reconcilePVC(ctx context.Context, sb *sandboxv1beta1.Sandbox, t sandboxv1beta1.PersistentVolumeClaimTemplate) error {
+	name := pvcName(t.Name, sb.Name)
+	existing := &corev1.PersistentVolumeClaim{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, existing)
+	if err == nil {
+		switch c := metav1.GetControllerOf(existing); {
+		case c != nil && c.UID == sb.UID:
+			return nil
+		case c != nil:
+			return foreignOwnerError("PVC", name, existing, sb)
+		case !adoptable(existing, sb):
+			return fmt.Errorf("cannot adopt unowned PVC %q: missing required pool authorization label (%q) or sandbox tracking label (%q)",
+				name, labels.Adoptable, labels.SandboxNameHash)
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"ownerReferences": append(append([]metav1.OwnerReference(nil), existing.OwnerReferences...), ownerRef(sb)),
+			"resourceVersion": existing.ResourceVersion,
+		}})
+		if err != nil {
+			return fmt.Errorf("encoding PVC patch: %w", err)
+		}
+		if err := r.Patch(ctx, existing, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("adopting PVC %q: %w", name, err)
+		}
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting PVC %q: %w", name, err)
+	}
+	l := maps.Clone(t.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[labels.SandboxNameHash] = labels.NameHash(sb.Name)
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       sb.Namespace,
+			Labels:          l,
+			Annotations:     maps.Clone(t.Annotations),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(sb)},
+		},
+		Spec: *t.Spec.DeepCopy(),
+	}
+	if err := r.Create(ctx, pvc, client.FieldOwner(ControllerName)); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "FailedCreatePVC", "Create", "Error creating PVC %q: %v", name, err)
+		return fmt.Errorf("creating PVC %q: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// setPodStatusFields copies what status shows about the Pod. A foreign
+// Pod's IPs and node never leak into status.
+func setPodStatusFields(sb *sandboxv1beta1.Sandbox, pr podResult) {
+	if pr.pod == nil {
+		sb.Status.PodIPs = nil
+		sb.Status.NodeName = ""
+		return
+	}
+	sb.Status.LabelSelector = labels.SandboxNameHash + "=" + labels.NameHash(sb.Name)
+	if !pr.owned {
+		sb.Status.PodIPs = nil
+		sb.Status.NodeName = ""
+		return
+	}
+	var ips []string
+	for _, ip := range pr.pod.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	if len(ips) == 0 && pr.pod.Status.PodIP != "" {
+		ips = []string{pr.pod.Status.PodIP}
+	}
+	sb.Status.PodIPs = ips
+	sb.Status.NodeName = pr.pod.Spec.NodeName
+}
+
+// setServiceStatusFields records the tracked Service and its DNS name.
+func setServiceStatusFields(sb *sandboxv1beta1.Sandbox, svc *corev1.Service, clusterDomain string) {
+	if svc == nil {
+		sb.Status.Service = ""
+		sb.Status.ServiceFQDN = ""
+		return
+	}
+	sb.Status.Service = svc.Name
+	sb.Status.ServiceFQDN = fmt.Sprintf("%s.%s.svc.%s", svc.Name, sb.Namespace, clusterDomain)
+}
+
+// serviceRequired: asked for explicitly, or (backward compatibility) an
+// owned Service exists while spec.service is unset.
+func serviceRequired(sb *sandboxv1beta1.Sandbox, svc *corev1.Service) bool {
+	if sb.Spec.Service != nil {
+		return *sb.Spec.Service
+	}
+	return svc != nil
+}
+
+// writeStatus persists the status when it changed, with one merge patch of
+// the status subresource. The Sandbox controller is the only writer of
+// Sandbox status, so no resourceVersion precondition is needed. It returns
+// how long to wait before a deferred write is due.
+func (r *Reconciler) writeStatus(ctx context.Context, sb *sandboxv1beta1.Sandbox, old *sandboxv1beta1.SandboxStatus) (time.Duration, error) {
+	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
+	if equality.Semantic.DeepEqual(old, &sb.Status) {
+		r.clock.forget(key)
+		return 0, nil
+	}
+	if nodeNameOnlyChange(old, &sb.Status) && !isReady(&sb.Status) {
+		// The node name rides along with the next write (normally Ready).
+		return 0, nil
+	}
+	if w := r.Options.StatusCoalesceWindow; w > 0 && refinesNotReady(old, &sb.Status) {
+		if wait := r.clock.wait(key, r.now(), w); wait > 0 {
+			return wait, nil
+		}
+	}
+	if err := r.patchStatus(ctx, sb, old); err != nil {
+		return 0, err
+	}
+	r.clock.forget(key)
+	return 0, nil
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, sb *sandboxv1beta1.Sandbox, old *sandboxv1beta1.SandboxStatus) error {
+	data, err := statusMergePatch(old, &sb.Status)
+	if err != nil {
+		return err
+	}
+	patched := sb.DeepCopy()
+	if err := r.Status().Patch(ctx, patched, client.RawPatch(types.MergePatchType, data)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing sandbox status: %w", err)
+	}
+	r.clock.remember(types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, sb.ResourceVersion, &patched.Status)
+	return nil
+}
+
+// statusMergePatch renders {"status": new} with explicit nulls for fields
+// that were set before and are empty now: JSON merge patch cannot clear a
+// field by omitting it.
+func statusMergePatch(old, cur *sandboxv1beta1.SandboxStatus) ([]byte, error) {
+	toMap := func(s *sandboxv1beta1.SandboxStatus) (map[string]any, error) {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		m := map[string]any{}
+		return m, json.Unmarshal(b, &m)
+	}
+	o, err := toMap(old)
+	if err != nil {
+		return nil, fmt.Errorf("encoding old status: %w", err)
+	}
+	n, err := toMap(cur)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	for k := range o {
+		if _, ok := n[k]; !ok {
+			n[k] = nil
+		}
+	}
+	data, err := json.Marshal(map[string]any{"status": n})
+	if err != nil {
+		return nil, fmt.Errorf("encoding status patch: %w", err)
+	}
+	return data, nil
+}
+
+func isReady(s *sandboxv1beta1.SandboxStatus) bool {
+	return meta.IsStatusConditionTrue(s.Conditions, sandboxv1beta1.SandboxConditionReady)
+}
+
+func nodeNameOnlyChange(old, cur *sandboxv1beta1.SandboxStatus) bool {
+	o := old.DeepCopy()
+	o.NodeName = cur.NodeName
+	return equality.Semantic.DeepEqual(o, cur)
+}
+
+// refinesNotReady reports a change that only refines a provisioning state:
+// Ready stays False/DependenciesNotReady and Suspended is unchanged, so no
+// client decision depends on seeing it at once.
+func refinesNotReady(old, cur *sandboxv1beta1.SandboxStatus) bool {
+	notReady := func(s *sandboxv1beta1.SandboxStatus) bool {
+		c := meta.FindStatusCondition(s.Conditions, sandboxv1beta1.SandboxConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == sandboxv1beta1.ReasonDependenciesNotReady
+	}
+	if !notReady(old) || !notReady(cur) {
+		return false
+	}
+	os := meta.FindStatusCondition(old.Conditions, sandboxv1beta1.SandboxConditionSuspended)
+	ns := meta.FindStatusCondition(cur.Conditions, sandboxv1beta1.SandboxConditionSuspended)
+	return os != nil && ns != nil && os.Status == ns.Status && os.Reason == ns.Reason
+}
+
+// writeClock remembers, per Sandbox, when a deferred status change was
+// first seen (so redeliveries inside the window do not push the write
+// further out) and the last status written (so a pass that reads a cache
+// which has not caught up with our own write does not write it again).
+type writeClock struct {
+	mu      sync.Mutex
+	first   map[types.NamespacedName]time.Time
+	written map[types.NamespacedName]writtenStatus
+}
+
+// writtenStatus is a status we wrote onto the object version before.
+type writtenStatus struct {
+	before string
+	status *sandboxv1beta1.SandboxStatus
+}
+
+func newWriteClock() *writeClock {
+	return &writeClock{first: map[types.NamespacedName]time.Time{}, written: map[types.NamespacedName]writtenStatus{}}
+}
+
+// remember records that status was written onto resourceVersion before.
+func (c *writeClock) remember(key types.NamespacedName, before string, status *sandboxv1beta1.SandboxStatus) {
+	c.mu.Lock()
+	c.written[key] = writtenStatus{before: before, status: status.DeepCopy()}
+	c.mu.Unlock()
+}
+
+// catchUp replaces the status of a cached Sandbox that predates our last
+// status write with the status we wrote.
+func (c *writeClock) catchUp(sb *sandboxv1beta1.Sandbox) {
+	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.written[key]
+	if !ok {
+		return
+	}
+	if w.before == sb.ResourceVersion {
+		sb.Status = *w.status.DeepCopy()
+		return
+	}
+	delete(c.written, key) // the cache has moved past our write
+}
+
+// wait returns the time left before a deferred write of key is due.
+func (c *writeClock) wait(key types.NamespacedName, now time.Time, window time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.first[key]
+	if !ok {
+		c.first[key] = now
+		return window
+	}
+	return window - now.Sub(t)
+}
+
+func (c *writeClock) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	delete(c.first, key)
+	c.mu.Unlock()
+}
+
+// drop forgets everything about a Sandbox that is gone.
+func (c *writeClock) drop(key types.NamespacedName) {
+	c.mu.Lock()
+	delete(c.first, key)
+	delete(c.written, key)
+	c.mu.Unlock()
+}

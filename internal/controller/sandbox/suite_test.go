@@ -1,0 +1,281 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+)
+
+// The suite runs the controller in a real manager against a real
+// kube-apiserver, with a kubelet stand-in and the real garbage collector.
+var (
+	env        *testenv.Env
+	k8s        client.Client
+	writes     *testenv.WriteCounter
+	reconciles atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	k8s = env.Client
+	gc, err := env.StartGarbageCollector()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer gc.Stop()
+	kubelet, err := testenv.StartKubelet(env.Config, &testenv.Kubelet{Ready: func(p *corev1.Pod) bool {
+		return p.Labels["test/not-ready"] == ""
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer kubelet.Stop()
+
+	writes = testenv.NewWriteCounter()
+	cfg := writes.Wrap(env.Config)
+	cfg.QPS, cfg.Burst = -1, 1000
+	mgr, err := manager.New(cfg, manager.Options{MetricsBindAddress: "0", HealthProbeBindAddress: "0"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := setupCounted(mgr, Options{Workers: 20, StatusCoalesceWindow: 300 * time.Millisecond}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	return m.Run()
+}
+
+// setupCounted is SetupWithManager with a reconcile counter around the
+// reconciler, so tests can show that failures back off instead of looping.
+func setupCounted(mgr ctrl.Manager, opts Options) error {
+	return setup(mgr, opts, func(r reconcile.Reconciler) reconcile.Reconciler { return countingReconciler{inner: r} })
+}
+
+// countingReconciler wraps Reconcile to count passes.
+type countingReconciler struct{ inner reconcile.Reconciler }
+
+func (c countingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	reconciles.Add(1)
+	return c.inner.Reconcile(ctx, req)
+}
+
+// ---- helpers ----
+
+var nsCounter atomic.Int64
+
+// newNamespace gives each test its own namespace.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return name
+}
+
+func ctxT(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// sandboxBuilder builds test Sandboxes fluently.
+type sandboxBuilder struct{ sb *sandboxv1beta1.Sandbox }
+
+func makeSandbox(ns, name string) *sandboxBuilder {
+	return &sandboxBuilder{sb: &sandboxv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: sandboxv1beta1.SandboxSpec{SandboxBlueprint: sandboxv1beta1.SandboxBlueprint{
+			PodTemplate: sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "main", Image: "busybox"}},
+			}},
+		}},
+	}}
+}
+
+func (b *sandboxBuilder) service(v bool) *sandboxBuilder { b.sb.Spec.Service = &v; return b }
+func (b *sandboxBuilder) podLabels(kv ...string) *sandboxBuilder {
+	if b.sb.Spec.PodTemplate.ObjectMeta.Labels == nil {
+		b.sb.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		b.sb.Spec.PodTemplate.ObjectMeta.Labels[kv[i]] = kv[i+1]
+	}
+	return b
+}
+func (b *sandboxBuilder) podAnnotations(kv ...string) *sandboxBuilder {
+	if b.sb.Spec.PodTemplate.ObjectMeta.Annotations == nil {
+		b.sb.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		b.sb.Spec.PodTemplate.ObjectMeta.Annotations[kv[i]] = kv[i+1]
+	}
+	return b
+}
+func (b *sandboxBuilder) ports(ports ...corev1.ContainerPort) *sandboxBuilder {
+	b.sb.Spec.PodTemplate.Spec.Containers[0].Ports = ports
+	return b
+}
+func (b *sandboxBuilder) suspended() *sandboxBuilder {
+	b.sb.Spec.OperatingMode = sandboxv1beta1.OperatingModeSuspended
+	return b
+}
+func (b *sandboxBuilder) shutdownAt(t time.Time, p sandboxv1beta1.ShutdownPolicy) *sandboxBuilder {
+	mt := metav1.NewTime(t)
+	b.sb.Spec.ShutdownTime = &mt
+	b.sb.Spec.ShutdownPolicy = &p
+	return b
+}
+func (b *sandboxBuilder) vct(name string) *sandboxBuilder {
+	b.sb.Spec.VolumeClaimTemplates = append(b.sb.Spec.VolumeClaimTemplates, sandboxv1beta1.PersistentVolumeClaimTemplate{
+		EmbeddedObjectMetadata: sandboxv1beta1.EmbeddedObjectMetadata{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: mustQuantity("1Gi"),
+			}},
+		},
+	})
+	return b
+}
+func (b *sandboxBuilder) obj() *sandboxv1beta1.Sandbox { return b.sb }
+
+func (b *sandboxBuilder) create(t *testing.T) *sandboxv1beta1.Sandbox {
+	t.Helper()
+	if err := k8s.Create(ctxT(t), b.sb); err != nil {
+		t.Fatalf("creating sandbox: %v", err)
+	}
+	return b.sb
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, err := cond()
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
+	}
+}
+
+// consistently checks that cond holds during d.
+func consistently(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if !ok {
+			t.Fatalf("%s stopped holding: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func getSandbox(t *testing.T, ns, name string) *sandboxv1beta1.Sandbox {
+	t.Helper()
+	sb := &sandboxv1beta1.Sandbox{}
+	if err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: name}, sb); err != nil {
+		t.Fatalf("getting sandbox: %v", err)
+	}
+	return sb
+}
+
+func condition(sb *sandboxv1beta1.Sandbox, typ string) *metav1.Condition {
+	for i := range sb.Status.Conditions {
+		if sb.Status.Conditions[i].Type == typ {
+			return &sb.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// waitCondition waits until the Sandbox's condition has status and reason.
+func waitCondition(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string) *sandboxv1beta1.Sandbox {
+	t.Helper()
+	var sb *sandboxv1beta1.Sandbox
+	eventually(t, 30*time.Second, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() (bool, error) {
+		sb = &sandboxv1beta1.Sandbox{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, sb); err != nil {
+			return false, err
+		}
+		c := condition(sb, typ)
+		if c == nil {
+			return false, fmt.Errorf("no %s condition; have %+v", typ, sb.Status.Conditions)
+		}
+		return c.Status == status && c.Reason == reason, fmt.Errorf("have %s/%s %q", c.Status, c.Reason, c.Message)
+	})
+	return sb
+}
+
+func getPod(ns, name string) (*corev1.Pod, error) {
+	p := &corev1.Pod{}
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p)
+	return p, err
+}
+
+func gone(obj client.Object) func() (bool, error) {
+	return func() (bool, error) {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}
+}
+
+// eventsFor lists events.k8s.io Events about an object.
+func eventsFor(t *testing.T, ns, name string) []eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatalf("listing events: %v", err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,0 +1,117 @@
+// Package manager assembles the controller-runtime manager of
+// agent-sandbox-controller: the scheme, slimmed informer caches, leader
+// election, probes, metrics and the controllers. cmd/agent-sandbox-controller
+// only parses flags into Options; tests build the same manager.
+package manager
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	sandboxlabels "github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// LeaderElectionID is the Lease name, shared with the reference so a mixed
+// rollout never runs two leaders.
+const LeaderElectionID = "a3317529.agent-sandbox.x-k8s.io"
+
+// Options are the manager-level settings.
+type Options struct {
+	MetricsBindAddress      string
+	HealthProbeBindAddress  string
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	// CacheLabelSelectors scopes the Pod and Service informers to objects
+	// carrying the sandbox tracking label.
+	CacheLabelSelectors bool
+	// SyncPeriod overrides the informer resync period (tests).
+	SyncPeriod *time.Duration
+}
+
+// NewScheme returns the scheme with every type the controllers use.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, sandboxv1beta1.AddToScheme, extv1beta1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("building scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// New builds the manager with slim caches: managedFields are dropped from
+// every cached object, and Pods keep only metadata, status and nodeName
+// (Pod specs are written once at creation and never read back).
+func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Transform: slimPod},
+	}
+	if opts.CacheLabelSelectors {
+		req, err := labels.NewRequirement(sandboxlabels.SandboxNameHash, selection.Exists, nil)
+		if err != nil {
+			return nil, fmt.Errorf("building cache selector: %w", err)
+		}
+		sel := labels.NewSelector().Add(*req)
+		byObject[&corev1.Pod{}] = cache.ByObject{Transform: slimPod, Label: sel}
+		byObject[&corev1.Service{}] = cache.ByObject{Label: sel}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject:         byObject,
+			SyncPeriod:       opts.SyncPeriod,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if opts.HealthProbeBindAddress != "" && opts.HealthProbeBindAddress != "0" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return nil, fmt.Errorf("adding health check: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return nil, fmt.Errorf("adding ready check: %w", err)
+		}
+	}
+	return mgr, nil
+}
+
+// slimPod keeps what the controllers read of a Pod: metadata (without
+// managedFields and finalizers), status and spec.nodeName.
+func slimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	pod.ManagedFields = nil
+	pod.Finalizers = nil
+	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
+	return pod, nil
+}
