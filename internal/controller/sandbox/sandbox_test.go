@@ -570,19 +570,25 @@ func TestConcurrentOperatingModeFlipsNeverMakeTwoPods(t *testing.T) {
 	}
 	wg.Wait()
 	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeRunning)
-	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+	// Settled: exactly one pod, and the Sandbox reports that pod Ready.
+	eventually(t, 30*time.Second, "one ready pod", func() (bool, error) {
+		var pods corev1.PodList
+		if err := k8s.List(context.Background(), &pods, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		if len(pods.Items) != 1 || len(pods.Items[0].Status.PodIPs) == 0 {
+			return false, fmt.Errorf("%d pods", len(pods.Items))
+		}
+		got := getSandbox(t, ns, sb.Name)
+		c := condition(got, "Ready")
+		return c != nil && c.Status == metav1.ConditionTrue && len(got.Status.PodIPs) == 1 &&
+			got.Status.PodIPs[0] == pods.Items[0].Status.PodIPs[0].IP, fmt.Errorf("ready=%+v ips=%v", c, got.Status.PodIPs)
+	})
 	close(stop)
 	mu.Lock()
 	defer mu.Unlock()
 	if maxPods > 1 {
 		t.Errorf("saw %d live pods at once", maxPods)
-	}
-	var pods corev1.PodList
-	if err := k8s.List(ctxT(t), &pods, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	if len(pods.Items) != 1 {
-		t.Errorf("want exactly one pod at the end, got %d", len(pods.Items))
 	}
 }
 
