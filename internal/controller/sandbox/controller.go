@@ -35,11 +35,12 @@ type Options struct {
 	ClusterDomain string
 	// Workers is the number of concurrent reconciles.
 	Workers int
-	// StatusCoalesceWindow delays status writes that only refine a
-	// not-ready state (for example "Pending" to "Running but not Ready"),
-	// so a Sandbox that becomes Ready within the window costs one write
-	// less. Ready transitions, errors and the first write are never
-	// delayed. 0 writes every change at once.
+	// StatusCoalesceWindow delays status writes that only report or refine
+	// a provisioning state (a new Sandbox's first "Pod exists with phase:
+	// Pending", then "Running but not Ready"), so a Sandbox that becomes
+	// Ready within the window costs a single status write. Ready
+	// transitions, errors, suspension and expiry are never delayed. 0
+	// writes every change at once.
 	StatusCoalesceWindow time.Duration
 }
 

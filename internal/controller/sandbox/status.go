@@ -149,14 +149,23 @@ func nodeNameOnlyChange(old, cur *sandboxv1beta1.SandboxStatus) bool {
 }
 
 // refinesNotReady reports a change that only refines a provisioning state:
-// Ready stays False/DependenciesNotReady and Suspended is unchanged, so no
-// client decision depends on seeing it at once.
+// a brand-new Sandbox's first not-ready status, or Ready staying
+// False/DependenciesNotReady with Suspended unchanged. No client decision
+// depends on seeing these at once, and a Sandbox that turns Ready inside
+// the window then costs a single status write.
 func refinesNotReady(old, cur *sandboxv1beta1.SandboxStatus) bool {
 	notReady := func(s *sandboxv1beta1.SandboxStatus) bool {
 		c := meta.FindStatusCondition(s.Conditions, sandboxv1beta1.SandboxConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == sandboxv1beta1.ReasonDependenciesNotReady
 	}
-	if !notReady(old) || !notReady(cur) {
+	if !notReady(cur) {
+		return false
+	}
+	if len(old.Conditions) == 0 {
+		s := meta.FindStatusCondition(cur.Conditions, sandboxv1beta1.SandboxConditionSuspended)
+		return s != nil && s.Reason == sandboxv1beta1.ReasonNotSuspended
+	}
+	if !notReady(old) {
 		return false
 	}
 	os := meta.FindStatusCondition(old.Conditions, sandboxv1beta1.SandboxConditionSuspended)

@@ -64,8 +64,11 @@ func TestWritePolicyPredicates(t *testing.T) {
 			t.Errorf("%s must be written at once", name)
 		}
 	}
-	if refinesNotReady(&sandboxv1beta1.SandboxStatus{}, notReady) {
-		t.Errorf("the first status must be written at once")
+	if !refinesNotReady(&sandboxv1beta1.SandboxStatus{}, notReady) {
+		t.Errorf("a new sandbox's first not-ready status may wait for the window")
+	}
+	if refinesNotReady(&sandboxv1beta1.SandboxStatus{}, st("False", "ReconcilerError", nil)) {
+		t.Errorf("a new sandbox's first error must be written at once")
 	}
 }
 
