@@ -21,11 +21,12 @@ deps: deps-test
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=0 paths=./api/... output:crd:dir=k8s/crd
+	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/sandbox/... paths=./internal/manager/... output:rbac:dir=k8s/rbac/core
 
 ## verify: generated files are fresh, gofmt and go vet are clean.
 .PHONY: verify
 verify: generate
-	@git diff --exit-code -- api k8s/crd || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- api k8s/crd k8s/rbac || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 

@@ -16,10 +16,15 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/metrics"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// Build information, set with -ldflags "-X main.version=... -X main.gitCommit=... -X main.buildDate=...".
+var (
+	version   = "dev"
+	gitCommit = "unknown"
+	buildDate = "unknown"
+)
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -113,6 +118,9 @@ func run(args []string) error {
 		StatusCoalesceWindow: f.statusCoalesceWindow,
 	}); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
+	}
+	if err := metrics.RegisterSandboxMetrics(mgr.GetCache(), metrics.BuildInfo{GitVersion: version, GitCommit: gitCommit, BuildDate: buildDate}); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
 	}
 	if f.extensions {
 		return errors.New("--extensions: the extensions controllers are not built into this binary yet")

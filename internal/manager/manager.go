@@ -25,6 +25,8 @@ import (
 	sandboxlabels "github.com/agent-sandbox/agent-sandbox/internal/labels"
 )
 
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+
 // LeaderElectionID is the Lease name, shared with the reference so a mixed
 // rollout never runs two leaders.
 const LeaderElectionID = "a3317529.agent-sandbox.x-k8s.io"
