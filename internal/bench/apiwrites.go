@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/client-go/rest"
+)
+
+// writeVerbs are the apiserver_request_total verbs that change state.
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "APPLY": true, "DELETECOLLECTION": true}
+
+// RequestCounts maps "VERB resource[/subresource]" to a count.
+type RequestCounts map[string]float64
+
+// Sub returns c - before, keeping only positive deltas.
+func (c RequestCounts) Sub(before RequestCounts) RequestCounts {
+	out := RequestCounts{}
+	for k, v := range c {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// Total sums the counts whose resource is one of resources (all when none).
+func (c RequestCounts) Total(resources ...string) float64 {
+	var n float64
+	for k, v := range c {
+		res := k[strings.IndexByte(k, ' ')+1:]
+		if len(resources) == 0 {
+			n += v
+			continue
+		}
+		for _, r := range resources {
+			if r == res {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// Keys returns the keys sorted.
+func (c RequestCounts) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ScrapeAPIServerWrites reads the apiserver's own request counter
+// (apiserver_request_total) and returns the write requests by verb and
+// resource. It counts every client, so run benchmarks on a quiet cluster.
+func ScrapeAPIServerWrites(ctx context.Context, cfg *rest.Config) (RequestCounts, error) {
+	rc, err := rest.RESTClientFor(metricsConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("apiserver metrics client: %w", err)
+	}
+	body, err := rc.Get().AbsPath("/metrics").Stream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading apiserver /metrics (the benchmark needs permission to GET /metrics): %w", err)
+	}
+	defer body.Close()
+	return parseRequestTotals(body)
+}
+
+func metricsConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = nil
+	c.APIPath = "/"
+	c.NegotiatedSerializer = noSerializer{}
+	return c
+}
+
+// parseRequestTotals extracts write counts from Prometheus text format.
+func parseRequestTotals(r io.Reader) (RequestCounts, error) {
+	out := RequestCounts{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	const prefix = "apiserver_request_total{"
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			continue
+		}
+		labels := parseLabels(line[len(prefix):end])
+		if !writeVerbs[labels["verb"]] {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		res := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			res += "/" + sub
+		}
+		out[labels["verb"]+" "+res] += v
+	}
+	return out, sc.Err()
+}
+
+// parseLabels parses `a="x",b="y"` (values may contain escaped quotes).
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for len(s) > 0 {
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 || eq+1 >= len(s) || s[eq+1] != '"' {
+			break
+		}
+		key := strings.TrimSpace(s[:eq])
+		var val strings.Builder
+		i := eq + 2
+		for ; i < len(s); i++ {
+			if s[i] == '\\' && i+1 < len(s) {
+				val.WriteByte(s[i+1])
+				i++
+				continue
+			}
+			if s[i] == '"' {
+				break
+			}
+			val.WriteByte(s[i])
+		}
+		out[key] = val.String()
+		s = strings.TrimPrefix(s[min(i+1, len(s)):], ",")
+	}
+	return out
+}
+
+// ScrapeProcess reads process_cpu_seconds_total and
+// process_resident_memory_bytes from a Prometheus endpoint (the
+// controller's /metrics).
+func ScrapeProcess(ctx context.Context, url string) (cpuSeconds, rssBytes float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("scraping %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("scraping %s: %s", url, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		switch f[0] {
+		case "process_cpu_seconds_total":
+			cpuSeconds, _ = strconv.ParseFloat(f[1], 64)
+		case "process_resident_memory_bytes":
+			rssBytes, _ = strconv.ParseFloat(f[1], 64)
+		}
+	}
+	return cpuSeconds, rssBytes, sc.Err()
+}

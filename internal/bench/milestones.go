@@ -1,0 +1,86 @@
+package bench
+
+import (
+	"fmt"
+	"time"
+)
+
+// Milestone names, in the order a claim passes them.
+const (
+	Created          = "created"
+	Bound            = "bound"
+	Ready            = "ready"
+	RuntimeAnswering = "runtime_answering"
+	FirstOutput      = "first_output"
+)
+
+// Milestones lists the milestone names in order.
+var Milestones = []string{Created, Bound, Ready, RuntimeAnswering, FirstOutput}
+
+// ClaimTrace records when one claim reached each milestone. Start is when
+// the client began the create request; zero times mean "not reached".
+type ClaimTrace struct {
+	Name     string               `json:"name"`
+	Launch   string               `json:"launch_type,omitempty"`
+	Start    time.Time            `json:"start"`
+	At       map[string]time.Time `json:"at"`
+	Err      string               `json:"error,omitempty"`
+	Sandbox  string               `json:"sandbox,omitempty"`
+	observed map[string]bool
+}
+
+// NewTrace starts a trace at start.
+func NewTrace(name string, start time.Time) *ClaimTrace {
+	return &ClaimTrace{Name: name, Start: start, At: map[string]time.Time{}}
+}
+
+// Mark records a milestone the first time it is seen.
+func (t *ClaimTrace) Mark(milestone string, at time.Time) {
+	if _, ok := t.At[milestone]; !ok {
+		t.At[milestone] = at
+	}
+}
+
+// Since returns the time from Start to a milestone.
+func (t *ClaimTrace) Since(milestone string) (time.Duration, bool) {
+	at, ok := t.At[milestone]
+	if !ok {
+		return 0, false
+	}
+	return at.Sub(t.Start), true
+}
+
+// Validate checks that reached milestones are in order: a later milestone
+// never happens before an earlier one, and none before Start. A violation
+// means the harness measured something wrong, so it is an error.
+func (t *ClaimTrace) Validate() error {
+	prev, prevName := t.Start, "start"
+	for _, m := range Milestones {
+		at, ok := t.At[m]
+		if !ok {
+			continue
+		}
+		if at.Before(prev) {
+			return fmt.Errorf("claim %s: milestone %s (%s) before %s (%s)", t.Name, m, at.Format(time.RFC3339Nano), prevName, prev.Format(time.RFC3339Nano))
+		}
+		prev, prevName = at, m
+	}
+	return nil
+}
+
+// MilestoneSummaries summarizes time-from-start per milestone over traces.
+func MilestoneSummaries(traces []*ClaimTrace) map[string]Summary {
+	out := map[string]Summary{}
+	for _, m := range Milestones {
+		var ds []time.Duration
+		for _, t := range traces {
+			if d, ok := t.Since(m); ok {
+				ds = append(ds, d)
+			}
+		}
+		if len(ds) > 0 {
+			out[m] = Summarize(ds)
+		}
+	}
+	return out
+}

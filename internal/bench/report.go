@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints a result for people.
+func WriteTable(w io.Writer, r *Result) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "scenario\t%s\n", r.Scenario)
+	fmt.Fprintf(tw, "claims\t%d (ready %d, errors %d, warm %d, cold %d)\n", r.Claims, r.Ready, r.Errors, r.Warm, r.ColdLaunches)
+	fmt.Fprintf(tw, "elapsed\t%s (%.1f claims/s Ready)\n", r.Elapsed.Round(time.Millisecond), r.Throughput)
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "milestone (from create call)\tn\tp50\tp90\tp99\tmax")
+	for _, m := range Milestones {
+		s, ok := r.Milestones[m]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", m, s.Count, fmtDur(s.P50), fmtDur(s.P90), fmtDur(s.P99), fmtDur(s.Max))
+	}
+	fmt.Fprintln(tw)
+	if r.Writes != nil {
+		fmt.Fprintf(tw, "apiserver writes per claim\t%.2f (client %.2f, claim path %.2f, refill %.2f)\n",
+			r.WritesPerClaim, r.ClientWrites, r.ClaimPathWrites, r.RefillWrites)
+		for _, k := range r.Writes.Keys() {
+			fmt.Fprintf(tw, "  %s\t%.0f\n", k, r.Writes[k])
+		}
+	} else {
+		fmt.Fprintln(tw, "apiserver writes\tunavailable (cannot read the apiserver's /metrics)")
+	}
+	if r.ControllerCPU > 0 || r.ControllerRSS > 0 {
+		fmt.Fprintf(tw, "controller\t%.2f CPU s, peak RSS %.0f MiB\n", r.ControllerCPU, r.ControllerRSS/(1<<20))
+	}
+	return tw.Flush()
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	default:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+}
+
+// WriteJSON writes the result, traces included, as JSON.
+func WriteJSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteCSV writes one row per claim: milestone offsets in milliseconds.
+func WriteCSV(w io.Writer, r *Result) error {
+	cw := csv.NewWriter(w)
+	header := append([]string{"claim", "sandbox", "launch_type", "error"}, Milestones...)
+	if err := cw.Write(header); err != nil {
+		return err
+	}
+	for _, t := range r.Traces {
+		row := []string{t.Name, t.Sandbox, t.Launch, t.Err}
+		for _, m := range Milestones {
+			if d, ok := t.Since(m); ok {
+				row = append(row, strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64))
+			} else {
+				row = append(row, "")
+			}
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,487 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// Scenario kinds.
+const (
+	Sustained = "sustained" // Poisson arrivals at Rate for Duration
+	Burst     = "burst"     // Count claims at once
+	Cold      = "cold"      // Count claims against an empty pool
+)
+
+// RunLabel marks the claims of one benchmark run so they can be watched
+// and cleaned up together.
+const RunLabel = "bench.agents.x-k8s.io/run"
+
+// Config describes one benchmark run.
+type Config struct {
+	RestConfig *rest.Config
+	Namespace  string
+	WarmPool   string
+	Scenario   string
+	// Rate (claims/s) and Duration drive Sustained.
+	Rate     float64
+	Duration time.Duration
+	// Count drives Burst and Cold.
+	Count int
+	// PoolSize is the warm pool size set and awaited before the timed
+	// window (ignored by Cold, which empties the pool).
+	PoolSize int32
+	// Timeout bounds the wait for every claim to be Ready.
+	Timeout time.Duration
+	// Interact, when set, is called once per Ready claim to reach the
+	// runtime-answering and first-output milestones (for example through
+	// the SDK and the router).
+	Interact func(ctx context.Context, namespace, sandbox string, trace *ClaimTrace) error
+	// ControllerMetricsURL, when set, is scraped for CPU and peak RSS.
+	ControllerMetricsURL string
+	// Seed makes Poisson arrivals reproducible.
+	Seed int64
+}
+
+// Result is what a run measured.
+type Result struct {
+	Scenario        string             `json:"scenario"`
+	Claims          int                `json:"claims"`
+	Ready           int                `json:"ready"`
+	Errors          int                `json:"errors"`
+	Warm            int                `json:"warm"`
+	ColdLaunches    int                `json:"cold"`
+	Elapsed         time.Duration      `json:"elapsed_ns"`
+	Throughput      float64            `json:"throughput_claims_per_s"`
+	Milestones      map[string]Summary `json:"milestones"`
+	Writes          RequestCounts      `json:"apiserver_writes"`
+	WritesPerClaim  float64            `json:"apiserver_writes_per_claim"`
+	ClientWrites    float64            `json:"client_writes_per_claim"`
+	ClaimPathWrites float64            `json:"claim_path_writes_per_claim"`
+	RefillWrites    float64            `json:"refill_writes_per_claim"`
+	ControllerCPU   float64            `json:"controller_cpu_seconds,omitempty"`
+	ControllerRSS   float64            `json:"controller_peak_rss_bytes,omitempty"`
+	Traces          []*ClaimTrace      `json:"traces,omitempty"`
+}
+
+// splitWrites divides the run's apiserver writes per claim into the
+// client's own create, the claim path (binding the claim: adoption patch,
+// claim status, pod relabel, events) and the refill (the pool making a
+// replacement Sandbox and Pod, the kubelet and scheduler starting it). For
+// a cold claim the Sandbox and Pod creation land in refill too. Lease
+// renewals of leader election are background noise and not counted.
+func (r *Result) splitWrites() {
+	if r.Claims == 0 {
+		return
+	}
+	n := float64(r.Claims)
+	var client, claim, refill float64
+	for k, v := range r.Writes {
+		verb, res, _ := strings.Cut(k, " ")
+		switch {
+		case res == "leases":
+		case verb == "POST" && res == "sandboxclaims":
+			client += v
+		case res == "sandboxclaims" || res == "sandboxclaims/status" || res == "events" ||
+			(verb == "PATCH" && (res == "sandboxes" || res == "pods")):
+			claim += v
+		default:
+			refill += v
+		}
+	}
+	r.ClientWrites, r.ClaimPathWrites, r.RefillWrites = client/n, claim/n, refill/n
+	r.WritesPerClaim = (client + claim + refill) / n
+}
+
+// Run executes one scenario. It sizes and pre-warms the pool outside the
+// timed window and deletes every claim it created before returning.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	rc := rest.CopyConfig(cfg.RestConfig)
+	rc.QPS, rc.Burst = -1, 1000
+	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	pool := &extv1beta1.SandboxWarmPool{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.WarmPool}, pool); err != nil {
+		return nil, fmt.Errorf("warm pool %s/%s: %w", cfg.Namespace, cfg.WarmPool, err)
+	}
+	origReplicas := pool.DesiredReplicas()
+	want := cfg.PoolSize
+	if cfg.Scenario == Cold {
+		want = 0
+	}
+	if err := scalePool(ctx, c, pool, want); err != nil {
+		return nil, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = scalePool(cctx, c, pool, origReplicas)
+	}()
+	if err := waitPool(ctx, c, pool, want, cfg.Timeout); err != nil {
+		return nil, err
+	}
+
+	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
+	defer cleanup(c, cfg.Namespace, runID)
+
+	w, err := c.Watch(ctx, &extv1beta1.SandboxClaimList{}, client.InNamespace(cfg.Namespace), client.MatchingLabels{RunLabel: runID})
+	if err != nil {
+		return nil, fmt.Errorf("watching claims: %w", err)
+	}
+	defer w.Stop()
+
+	var apiBefore RequestCounts
+	apiBefore, apiErr := ScrapeAPIServerWrites(ctx, rc)
+	var cpuBefore float64
+	if cfg.ControllerMetricsURL != "" {
+		cpuBefore, _, _ = ScrapeProcess(ctx, cfg.ControllerMetricsURL)
+	}
+	peakRSS := newPeakSampler(ctx, cfg.ControllerMetricsURL)
+
+	tr := newTracker()
+	readyAll := make(chan struct{})
+	go tr.observe(w, readyAll)
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, at := range arrivals(cfg) {
+		if d := time.Until(start.Add(at)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		name := fmt.Sprintf("bench-%s-%d", runID, i)
+		tr.add(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			claim := &extv1beta1.SandboxClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: name,
+					Labels:      map[string]string{RunLabel: runID, labels.CreatedBy: labels.CreatedByGoClient},
+					Annotations: map[string]string{labels.ClientFirstRequestedAt: time.Now().UTC().Format(time.RFC3339Nano)}},
+				Spec: extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: cfg.WarmPool}},
+			}
+			if err := c.Create(ctx, claim); err != nil {
+				tr.fail(name, err)
+				return
+			}
+			tr.mark(name, Created, time.Now())
+		}()
+	}
+	wg.Wait()
+	tr.sealed(len(arrivals(cfg)))
+	select {
+	case <-readyAll:
+	case <-time.After(cfg.Timeout):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	elapsed := time.Since(start)
+
+	if cfg.Interact != nil {
+		var iwg sync.WaitGroup
+		for _, t := range tr.traces() {
+			if t.Sandbox == "" {
+				continue
+			}
+			iwg.Add(1)
+			go func(t *ClaimTrace) {
+				defer iwg.Done()
+				if err := cfg.Interact(ctx, cfg.Namespace, t.Sandbox, t); err != nil {
+					tr.fail(t.Name, err)
+				}
+			}(t)
+		}
+		iwg.Wait()
+	}
+	// Let the controllers finish side effects (refill, relabels) so their
+	// writes are counted.
+	time.Sleep(2 * time.Second)
+
+	res := &Result{Scenario: cfg.Scenario, Elapsed: elapsed, Traces: tr.traces()}
+	res.Claims = len(res.Traces)
+	for _, t := range res.Traces {
+		if err := t.Validate(); err != nil {
+			return nil, err
+		}
+		if t.Err != "" {
+			res.Errors++
+		}
+		if _, ok := t.At[Ready]; ok {
+			res.Ready++
+		}
+	}
+	res.Milestones = MilestoneSummaries(res.Traces)
+	if elapsed > 0 {
+		res.Throughput = float64(res.Ready) / elapsed.Seconds()
+	}
+	res.Warm, res.ColdLaunches = countLaunches(ctx, c, cfg.Namespace, res.Traces)
+	if apiErr == nil {
+		if after, err := ScrapeAPIServerWrites(ctx, rc); err == nil {
+			res.Writes = after.Sub(apiBefore)
+			res.splitWrites()
+		}
+	}
+	if cfg.ControllerMetricsURL != "" {
+		if cpu, _, err := ScrapeProcess(ctx, cfg.ControllerMetricsURL); err == nil {
+			res.ControllerCPU = cpu - cpuBefore
+		}
+		res.ControllerRSS = peakRSS.stop()
+	}
+	return res, nil
+}
+
+func (cfg *Config) validate() error {
+	var errs []error
+	if cfg.RestConfig == nil {
+		errs = append(errs, errors.New("no cluster configuration"))
+	}
+	if cfg.Namespace == "" || cfg.WarmPool == "" {
+		errs = append(errs, errors.New("namespace and warm pool are required"))
+	}
+	switch cfg.Scenario {
+	case Sustained:
+		if cfg.Rate <= 0 || cfg.Duration <= 0 {
+			errs = append(errs, errors.New("sustained needs a rate > 0 and a duration > 0"))
+		}
+	case Burst, Cold:
+		if cfg.Count <= 0 {
+			errs = append(errs, fmt.Errorf("%s needs a count > 0", cfg.Scenario))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown scenario %q (want sustained, burst or cold)", cfg.Scenario))
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	return errors.Join(errs...)
+}
+
+// arrivals returns when each claim is created, relative to the start.
+func arrivals(cfg Config) []time.Duration {
+	switch cfg.Scenario {
+	case Sustained:
+		rng := rand.New(rand.NewSource(cfg.Seed))
+		var out []time.Duration
+		var t time.Duration
+		for {
+			// Exponential inter-arrival times make a Poisson process.
+			t += time.Duration(rng.ExpFloat64() / cfg.Rate * float64(time.Second))
+			if t >= cfg.Duration {
+				return out
+			}
+			out = append(out, t)
+		}
+	default:
+		return make([]time.Duration, cfg.Count)
+	}
+}
+
+func scalePool(ctx context.Context, c client.Client, pool *extv1beta1.SandboxWarmPool, replicas int32) error {
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	p := pool.DeepCopy()
+	if err := c.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("scaling pool %s to %d: %w", pool.Name, replicas, err)
+	}
+	return nil
+}
+
+// waitPool waits until the pool holds exactly want Ready Sandboxes.
+func waitPool(ctx context.Context, c client.Client, pool *extv1beta1.SandboxWarmPool, want int32, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		p := &extv1beta1.SandboxWarmPool{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pool), p); err != nil {
+			return fmt.Errorf("reading pool: %w", err)
+		}
+		if p.Status.ReadyReplicas == want && p.Status.Replicas == want && p.Status.ObservedGeneration >= p.Generation {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pool %s did not reach %d ready sandboxes in %s (ready %d, replicas %d)",
+				pool.Name, want, timeout, p.Status.ReadyReplicas, p.Status.Replicas)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func cleanup(c client.Client, ns, runID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = c.DeleteAllOf(ctx, &extv1beta1.SandboxClaim{}, client.InNamespace(ns), client.MatchingLabels{RunLabel: runID},
+		client.PropagationPolicy(metav1.DeletePropagationBackground))
+}
+
+// countLaunches reads each bound Sandbox's launch-type label.
+func countLaunches(ctx context.Context, c client.Client, ns string, traces []*ClaimTrace) (warm, cold int) {
+	for _, t := range traces {
+		if t.Sandbox == "" {
+			continue
+		}
+		sb := &sandboxv1beta1.Sandbox{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: t.Sandbox}, sb); err != nil {
+			continue
+		}
+		t.Launch = sb.Labels[labels.LaunchType]
+		if t.Launch == labels.LaunchTypeWarm {
+			warm++
+		} else {
+			cold++
+		}
+	}
+	return warm, cold
+}
+
+// tracker collects traces from the client side and the claim watch.
+type tracker struct {
+	mu       sync.Mutex
+	byName   map[string]*ClaimTrace
+	order    []*ClaimTrace
+	expected int
+	readyN   int
+	notify   func()
+}
+
+func newTracker() *tracker { return &tracker{byName: map[string]*ClaimTrace{}, expected: -1} }
+
+func (t *tracker) add(name string) *ClaimTrace {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr := NewTrace(name, time.Now())
+	t.byName[name] = tr
+	t.order = append(t.order, tr)
+	return tr
+}
+
+func (t *tracker) mark(name, m string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tr, ok := t.byName[name]; ok {
+		tr.Mark(m, at)
+	}
+}
+
+func (t *tracker) fail(name string, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tr, ok := t.byName[name]; ok && tr.Err == "" {
+		tr.Err = err.Error()
+		t.readyN++ // a failed claim will never be Ready; do not wait for it
+		t.check()
+	}
+}
+
+func (t *tracker) sealed(n int) {
+	t.mu.Lock()
+	t.expected = n
+	t.check()
+	t.mu.Unlock()
+}
+
+func (t *tracker) check() {
+	if t.expected >= 0 && t.readyN >= t.expected && t.notify != nil {
+		t.notify()
+		t.notify = nil
+	}
+}
+
+func (t *tracker) traces() []*ClaimTrace {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]*ClaimTrace(nil), t.order...)
+}
+
+// observe marks Bound and Ready from claim watch events, as seen by the
+// client: the times a user of the API would see.
+func (t *tracker) observe(w watch.Interface, done chan struct{}) {
+	var once sync.Once
+	t.mu.Lock()
+	t.notify = func() { once.Do(func() { close(done) }) }
+	t.mu.Unlock()
+	for ev := range w.ResultChan() {
+		now := time.Now()
+		claim, ok := ev.Object.(*extv1beta1.SandboxClaim)
+		if !ok {
+			continue
+		}
+		t.mu.Lock()
+		tr, ok := t.byName[claim.Name]
+		if ok {
+			if claim.Status.SandboxStatus.Name != "" {
+				tr.Sandbox = claim.Status.SandboxStatus.Name
+				tr.Mark(Bound, now)
+			}
+			if meta.IsStatusConditionTrue(claim.Status.Conditions, "Ready") {
+				if _, seen := tr.At[Ready]; !seen {
+					tr.Mark(Ready, now)
+					t.readyN++
+					t.check()
+				}
+			}
+		}
+		t.mu.Unlock()
+	}
+}
+
+// peakSampler polls a metrics endpoint for the highest RSS.
+type peakSampler struct {
+	stopCh chan struct{}
+	done   chan float64
+}
+
+func newPeakSampler(ctx context.Context, url string) *peakSampler {
+	s := &peakSampler{stopCh: make(chan struct{}), done: make(chan float64, 1)}
+	go func() {
+		peak := 0.0
+		for url != "" {
+			if _, rss, err := ScrapeProcess(ctx, url); err == nil && rss > peak {
+				peak = rss
+			}
+			select {
+			case <-s.stopCh:
+				s.done <- peak
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		<-s.stopCh
+		s.done <- peak
+	}()
+	return s
+}
+
+func (s *peakSampler) stop() float64 {
+	close(s.stopCh)
+	return <-s.done
+}
