@@ -14,7 +14,8 @@ deps-test:
 
 ## deps: everything the local cluster needs (apt packages and Go-built binaries).
 .PHONY: deps
-deps: deps-test
+deps:
+	hack/deps.sh
 
 ## generate: deepcopy code, CRDs and RBAC from the Go types and markers.
 .PHONY: generate
@@ -34,10 +35,29 @@ verify: generate
 build:
 	$(GO) build ./...
 
-## test: all tests (unit + integration on a real apiserver).
+## test: all tests: unit + integration on a real apiserver, then e2e on the
+## local cluster (real kubelet, containerd, gVisor; needs root).
 .PHONY: test
-test: deps-test verify
-	$(GO) test -count=1 ./...
+test: deps verify test-integration test-e2e
+
+.PHONY: test-integration
+test-integration: deps-test
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+
+# The e2e package runs alone: one of its tests takes the cluster down and up.
+# CI takes the cluster down at the end; locally it stays up for fast reruns.
+.PHONY: test-e2e
+test-e2e: deps
+	AGENT_SANDBOX_E2E_DOWN=$(if $(CI),1,0) $(GO) test -count=1 -p 1 -timeout 30m ./test/e2e/
+
+## up / down: the local single-node cluster with gVisor.
+.PHONY: up
+up: deps
+	$(GO) run ./cmd/agent-sandbox up
+
+.PHONY: down
+down:
+	$(GO) run ./cmd/agent-sandbox down
 
 ## run: the main job (see README).
 .PHONY: run

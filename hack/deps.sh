@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs and builds everything the local cluster (`agent-sandbox up`) needs,
+# cached under ${AGENT_SANDBOX_CACHE:-~/.cache/agent-sandbox} and keyed by version:
+#   - Debian packages (runc, CNI plugins, iptables, iproute2, ...), only if missing;
+#   - Kubernetes v1.37.x + etcd (hack/kube/build.sh all);
+#   - containerd v2 + runc shim + ctr (hack/containerd/build.sh);
+#   - gVisor runsc + patched containerd-shim-runsc-v1 (hack/gvisor/build.sh);
+#   - the pause binary for the pod sandbox image (internal/localcluster/pause).
+# Nothing is rebuilt when present, so a second run is a fast no-op.
+# Usage: hack/deps.sh            (the Makefile's `make deps` runs exactly this)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CACHE="${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox}"
+started=$(date +%s)
+step() { echo "deps: [$(( $(date +%s) - started ))s] $*" >&2; }
+fail() { echo "deps: error: $*" >&2; exit 1; }
+
+# --- Debian packages ---------------------------------------------------------
+# runc/CNI plugins run pods; iptables/iproute2 set up the node network; busybox
+# and debootstrap feed the image builders; the rest are kubelet/CRI helpers.
+PKGS=(runc containernetworking-plugins iptables conntrack socat ethtool busybox-static
+      debootstrap openssl iproute2 tmux)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  command -v apt-get >/dev/null || fail "missing packages ${missing[*]} and no apt-get: install them with your package manager"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || fail "missing packages ${missing[*]}: run hack/deps.sh as root (or install sudo)"
+    SUDO=sudo
+  fi
+  step "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq || fail "apt-get update failed: check the network access to the Debian mirror"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    || fail "apt-get install ${missing[*]} failed (see above)"
+fi
+command -v go >/dev/null || fail "the Go toolchain is not on PATH: install Go >= 1.26"
+
+# --- builds (one at a time: parallel Go builds only thrash 2 cores) ------------
+run_build() { # <what> <script> [args...]
+  local what=$1; shift
+  local out
+  out="$("$@")" || fail "building $what failed (see the compiler output above); fix it and rerun hack/deps.sh — finished parts are kept"
+  step "$what: $out"
+}
+run_build "kubernetes + etcd" hack/kube/build.sh all
+run_build "containerd" hack/containerd/build.sh
+run_build "gvisor" hack/gvisor/build.sh
+
+pause="$CACHE/bin/pause/pause"
+src=internal/localcluster/pause/main.go
+if [ ! -x "$pause" ] || [ "$src" -nt "$pause" ]; then
+  mkdir -p "$(dirname "$pause")"
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$pause.tmp" ./internal/localcluster/pause \
+    || fail "building the pause binary failed (see above)"
+  mv "$pause.tmp" "$pause"
+fi
+step "pause: $pause"
+step "done"

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
+)
+
+func newStatusCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the local cluster's components: state, pid, memory",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := localcluster.New(localcluster.DefaultConfig(), nil).Status()
+			if err != nil {
+				return err
+			}
+			printStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+}
+
+func printStatus(w io.Writer, st localcluster.Status) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMPONENT\tSTATE\tPID\tRSS\tUPTIME")
+	var total int64
+	for _, c := range st.Components {
+		pid, rss, up := "-", "-", "-"
+		if c.PID > 0 {
+			pid = fmt.Sprint(c.PID)
+		}
+		if c.State == localcluster.StateRunning {
+			rss = mib(c.RSS)
+			up = c.Uptime.Round(time.Second).String()
+			total += c.RSS
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.State, pid, rss, up)
+	}
+	fmt.Fprintf(tw, "pods+shims\t%d procs\t\t%s\t\n", st.RuntimeProcesses, mib(st.RuntimeRSS))
+	fmt.Fprintf(tw, "total\t\t\t%s\t\n", mib(total+st.RuntimeRSS))
+	_ = tw.Flush()
+	switch {
+	case st.Running():
+		fmt.Fprintf(w, "\nkubeconfig: %s\n", st.Kubeconfig)
+	case anyState(st, localcluster.StateDead):
+		fmt.Fprintln(w, "\nsome components are dead: run `agent-sandbox up` to restart them")
+	default:
+		fmt.Fprintln(w, "\nthe cluster is not running: start it with `agent-sandbox up`")
+	}
+}
+
+func anyState(st localcluster.Status, state string) bool {
+	for _, c := range st.Components {
+		if c.State == state {
+			return true
+		}
+	}
+	return false
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -1,0 +1,198 @@
+package localcluster
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/user"
+	"path/filepath"
+
+	"k8s.io/client-go/rest"
+)
+
+// Versions of the components, as pinned by the build modules under hack/
+// (hack/kube/go.mod, hack/containerd/go.mod, hack/gvisor/go.mod). A unit test
+// keeps these constants and the go.mod files in step.
+const (
+	KubernetesVersion = "v1.37.2"
+	ContainerdVersion = "v2.4.2"
+	GVisorVersion     = "v0.0.0-20260905035102-160fafc42237"
+)
+
+// Image references the cluster relies on.
+const (
+	// PauseImage is the pod sandbox image, built from internal/localcluster/pause.
+	PauseImage = "localhost/agent-sandbox/pause:v1"
+)
+
+// Config describes one local cluster. DefaultConfig fills every field; callers
+// usually only add ManifestPaths, Images or PostUp hooks.
+type Config struct {
+	// CacheDir holds the binaries built by hack/deps.sh (bin/<version>/...)
+	// and derived artefacts such as image tarballs. Kept across `down --purge`.
+	CacheDir string
+	// StateDir holds persistent cluster state: PKI, etcd data, containerd
+	// root, kubelet root, configs, logs and the admin kubeconfig.
+	StateDir string
+	// RunDir holds volatile state: sockets, pid files, containerd state and
+	// the runsc root. It lives on tmpfs so a reboot forgets stale pids.
+	RunDir string
+
+	// NodeName is the Kubernetes node name (independent of the hostname).
+	NodeName string
+	// NodeIP is the node's InternalIP. It sits (as a /32) on Bridge, which
+	// this package creates, so the kubelet and apiserver never listen on the
+	// machine's external interface, yet the address is not loopback (the
+	// kubelet refuses a loopback node IP and pods cannot reach 127.0.0.1).
+	// (A dummy interface would be tidier, but not every kernel has one.)
+	NodeIP netip.Addr
+	// Bridge is the pod bridge. It carries NodeIP and the pods' gateway (the
+	// first address of PodCIDR).
+	Bridge string
+	// PodCIDR is the pod address range (host-local IPAM on Bridge).
+	PodCIDR netip.Prefix
+	// ServiceCIDR is the Service ClusterIP range; its first address is the
+	// `kubernetes` Service, which is DNATed to the apiserver.
+	ServiceCIDR netip.Prefix
+
+	// Ports. The apiserver and kubelet listen on NodeIP; everything else on 127.0.0.1.
+	APIServerPort         int
+	EtcdClientPort        int
+	EtcdPeerPort          int
+	KubeletPort           int
+	KubeletHealthzPort    int
+	ControllerManagerPort int
+	SchedulerPort         int
+
+	// EtcdUnsafeNoFsync trades crash durability for write latency (etcd
+	// --unsafe-no-fsync). Useful for benchmarks on slow disks; a clean
+	// `down` still persists everything.
+	EtcdUnsafeNoFsync bool
+
+	// Images are OCI or docker-save tarballs imported into containerd's
+	// k8s.io namespace after the pause image (re-imported when they change).
+	Images []string
+	// ManifestPaths are YAML/JSON files or directories applied with
+	// server-side apply once the node is Ready (CRDs first).
+	ManifestPaths []string
+	// PostUp hooks run last, in order, each as a progress step.
+	PostUp []Hook
+}
+
+// Hook is an extra step run at the end of Up, e.g. installing the controller.
+type Hook struct {
+	// Name is shown as the progress step.
+	Name string
+	// Run does the work; cfg authenticates as cluster admin.
+	Run func(ctx context.Context, c *Cluster, cfg *rest.Config) error
+}
+
+// Environment variables that override the default directories.
+const (
+	EnvCacheDir = "AGENT_SANDBOX_CACHE"
+	EnvStateDir = "AGENT_SANDBOX_STATE"
+	EnvRunDir   = "AGENT_SANDBOX_RUN"
+)
+
+// DefaultConfig returns the embedded default cluster configuration. The
+// addresses all live in 10.213.0.0/16, chosen to be unlikely to collide with
+// a LAN; Up refuses to start if a route on another interface overlaps them.
+func DefaultConfig() Config {
+	return Config{
+		CacheDir:              defaultCacheDir(),
+		StateDir:              envOr(EnvStateDir, "/var/lib/agent-sandbox"),
+		RunDir:                envOr(EnvRunDir, "/run/agent-sandbox"),
+		NodeName:              "agent-sandbox",
+		NodeIP:                netip.MustParseAddr("10.213.0.1"),
+		Bridge:                "agentsbx-br0",
+		PodCIDR:               netip.MustParsePrefix("10.213.128.0/17"),
+		ServiceCIDR:           netip.MustParsePrefix("10.213.64.0/20"),
+		APIServerPort:         6443,
+		EtcdClientPort:        2379,
+		EtcdPeerPort:          2380,
+		KubeletPort:           10250,
+		KubeletHealthzPort:    10248,
+		ControllerManagerPort: 10257,
+		SchedulerPort:         10259,
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// defaultCacheDir is $AGENT_SANDBOX_CACHE or ~/.cache/agent-sandbox. Under
+// sudo, HOME is root's while hack/deps.sh may have run as the invoking user,
+// so the invoking user's cache is used when root has none.
+func defaultCacheDir() string {
+	if v := os.Getenv(EnvCacheDir); v != "" {
+		return v
+	}
+	home, _ := os.UserHomeDir()
+	dir := filepath.Join(home, ".cache", "agent-sandbox")
+	if _, err := os.Stat(filepath.Join(dir, "bin")); err == nil {
+		return dir
+	}
+	if su := os.Getenv("SUDO_USER"); su != "" {
+		if u, err := user.Lookup(su); err == nil {
+			alt := filepath.Join(u.HomeDir, ".cache", "agent-sandbox")
+			if _, err := os.Stat(filepath.Join(alt, "bin")); err == nil {
+				return alt
+			}
+		}
+	}
+	return dir
+}
+
+// Paths derived from the config. Keeping them in one place lets Down find
+// exactly what Up created.
+
+// KubeconfigPath is the admin kubeconfig written by Up.
+func (c Config) KubeconfigPath() string { return filepath.Join(c.StateDir, "kubeconfig") }
+
+func (c Config) pkiDir() string           { return filepath.Join(c.StateDir, "pki") }
+func (c Config) configDir() string        { return filepath.Join(c.StateDir, "config") }
+func (c Config) logDir() string           { return filepath.Join(c.StateDir, "logs") }
+func (c Config) etcdDataDir() string      { return filepath.Join(c.StateDir, "etcd") }
+func (c Config) kubeletDir() string       { return filepath.Join(c.StateDir, "kubelet") }
+func (c Config) podLogsDir() string       { return filepath.Join(c.StateDir, "pod-logs") }
+func (c Config) cniConfDir() string       { return filepath.Join(c.StateDir, "cni", "net.d") }
+func (c Config) cniIPAMDir() string       { return filepath.Join(c.StateDir, "cni", "ipam") }
+func (c Config) containerdRoot() string   { return filepath.Join(c.StateDir, "containerd") }
+func (c Config) pidDir() string           { return filepath.Join(c.RunDir, "pids") }
+func (c Config) containerdState() string  { return filepath.Join(c.RunDir, "containerd") }
+func (c Config) containerdSocket() string { return filepath.Join(c.RunDir, "containerd.sock") }
+func (c Config) runscRoot() string        { return filepath.Join(c.RunDir, "runsc") }
+func (c Config) runcRoot() string         { return filepath.Join(c.RunDir, "runc") }
+func (c Config) sysctlRecord() string     { return filepath.Join(c.RunDir, "sysctl-restore.json") }
+
+// netnsDir is where containerd mounts pod network namespaces
+// (netns_mounts_under_state_dir), so they never mix with /var/run/netns.
+func (c Config) netnsDir() string {
+	return filepath.Join(c.containerdState(), "io.containerd.grpc.v1.cri", "netns")
+}
+
+// cgroupName is the kubelet's cgroupRoot: every pod cgroup lives below it, so
+// Down can remove all of them without touching anybody else's.
+const cgroupName = "agent-sandbox"
+
+// kubeBinDir etc. are where hack/deps.sh puts the binaries.
+func (c Config) kubeBinDir() string { return filepath.Join(c.CacheDir, "bin", KubernetesVersion) }
+func (c Config) containerdBinDir() string {
+	return filepath.Join(c.CacheDir, "bin", "containerd-"+ContainerdVersion)
+}
+func (c Config) gvisorBinDir() string {
+	return filepath.Join(c.CacheDir, "bin", "gvisor-"+GVisorVersion)
+}
+func (c Config) pauseBinary() string   { return filepath.Join(c.CacheDir, "bin", "pause", "pause") }
+func (c Config) imageCacheDir() string { return filepath.Join(c.CacheDir, "images") }
+
+// serviceIP is the ClusterIP of the `kubernetes` Service: the first address
+// of ServiceCIDR.
+func (c Config) serviceIP() netip.Addr { return c.ServiceCIDR.Masked().Addr().Next() }
+
+// podGateway is the bridge address: the first address of PodCIDR.
+func (c Config) podGateway() netip.Addr { return c.PodCIDR.Masked().Addr().Next() }

@@ -1,0 +1,136 @@
+package e2e
+
+// This file sorts last on purpose: its test takes the cluster down (and
+// brings it back), so it runs after the tests that only use the cluster.
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
+)
+
+// TestUpRestartsDeadComponent: a component that dies is reported dead by
+// Status and restarted by the next Up.
+func TestUpRestartsDeadComponent(t *testing.T) {
+	st, err := cluster.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim localcluster.ComponentStatus
+	for _, c := range st.Components {
+		if c.Name == "kube-scheduler" {
+			victim = c
+		}
+	}
+	if victim.State != localcluster.StateRunning {
+		t.Fatalf("scheduler not running before the test: %+v", victim)
+	}
+	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ = cluster.Status()
+		if stateOf(st, "kube-scheduler") == localcluster.StateDead {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status does not report the killed scheduler as dead: %+v", st.Components)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := cluster.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = cluster.Status()
+	if !st.Running() {
+		t.Fatalf("after up: %+v", st.Components)
+	}
+}
+
+func stateOf(st localcluster.Status, name string) string {
+	for _, c := range st.Components {
+		if c.Name == name {
+			return c.State
+		}
+	}
+	return ""
+}
+
+// TestDownLeavesNothingBehind takes the cluster down with a gVisor and a runc
+// pod running and checks that no process, mount, network namespace,
+// interface, iptables rule or cgroup of ours remains and that the sysctls the
+// kubelet changed are restored. It then brings the cluster back up.
+func TestDownLeavesNothingBehind(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, rc := range []string{"gvisor", "runc"} {
+		name := "e2e-down-" + rc
+		if _, err := clientset.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, webPod(name, rc), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPodReady(ctx, t, name)
+	}
+
+	cfg := cluster.Config()
+	recorded := map[string]string{}
+	data, err := os.ReadFile(filepath.Join(cfg.RunDir, "sysctl-restore.json"))
+	if err != nil {
+		t.Fatalf("sysctl record: %v", err)
+	}
+	if err := json.Unmarshal(data, &recorded); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	if err := cluster.Down(ctx, false); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	t.Logf("down took %.1fs", time.Since(start).Seconds())
+
+	left, err := cluster.FindLeftovers()
+	if err != nil {
+		t.Errorf("inspecting leftovers: %v", err)
+	}
+	if !left.Empty() {
+		t.Errorf("down left things behind: %+v", left)
+	}
+	if _, err := os.Stat(cfg.RunDir); !os.IsNotExist(err) {
+		t.Errorf("%s still exists", cfg.RunDir)
+	}
+	for k, want := range recorded {
+		got, _ := os.ReadFile(filepath.Join("/proc/sys", k))
+		if strings.TrimSpace(string(got)) != want {
+			t.Errorf("sysctl %s = %s after down, was %s before up", k, strings.TrimSpace(string(got)), want)
+		}
+	}
+	if st, _ := cluster.Status(); stateOf(st, "kubelet") != localcluster.StateStopped {
+		t.Errorf("status after down: %+v", st.Components)
+	}
+
+	// Bring it back for whatever runs next; the pods come back from etcd.
+	start = time.Now()
+	if err := cluster.Up(ctx); err != nil {
+		t.Fatalf("up after down: %v", err)
+	}
+	t.Logf("up from stopped (state kept) took %.1fs", time.Since(start).Seconds())
+	if err := connect(); err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range []string{"gvisor", "runc"} {
+		name := "e2e-down-" + rc
+		waitPodReady(ctx, t, name)
+		deletePod(t, name)
+	}
+}
