@@ -62,9 +62,9 @@ func sandboxLabels(sb *sandboxv1beta1.Sandbox) [7]string {
 			expired = "true"
 		}
 	}
-	launch := LaunchTypeCold
+	launch := labels.LaunchTypeCold
 	if sb.Labels[labels.LaunchType] == labels.LaunchTypeWarm {
-		launch = LaunchTypeWarm
+		launch = labels.LaunchTypeWarm
 	}
 	tmpl := sb.Annotations[labels.SandboxTemplateRef]
 	if tmpl == "" {
