@@ -50,6 +50,27 @@ test-integration: deps-test
 test-e2e: deps
 	AGENT_SANDBOX_E2E_DOWN=$(if $(CI),1,0) $(GO) test -count=1 -p 1 -timeout 30m ./test/e2e/
 
+## images: sandbox runtime images (sandboxd, python-runtime) as OCI tarballs.
+.PHONY: images
+images:
+	$(GO) run ./hack/mkimages
+
+## proto: regenerate the process API from api/proto.
+.PHONY: proto
+proto:
+	hack/gen-proto.sh
+
+## fuzz: run every sandboxd fuzz target (FUZZTIME each, default 60s).
+.PHONY: fuzz
+fuzz:
+	hack/fuzz-sandboxd.sh
+
+## bench: benchmarks (numbers, never assertions).
+.PHONY: bench
+bench: deps-test
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/bench/sandbox/
+	$(GO) test -run '^$$' -bench . -benchtime 3s ./test/bench/sandboxd/
+
 ## up / down: the local single-node cluster with gVisor.
 .PHONY: up
 up: deps
