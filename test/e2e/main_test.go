@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -58,6 +59,9 @@ func setup() error {
 		return err
 	}
 	cfg.Images = append(cfg.Images, img)
+	// The project's CRDs; the controller runs in the test process (see
+	// sandbox_test.go) until the e2e installs the released manifests.
+	cfg.ManifestPaths = append(cfg.ManifestPaths, filepath.Join(repoRoot(), "k8s", "crd"))
 	start := time.Now()
 	cluster = localcluster.New(cfg, func(s string) {
 		fmt.Fprintf(os.Stderr, "e2e up [%5.1fs] %s\n", time.Since(start).Seconds(), s)
@@ -79,6 +83,12 @@ func connect() error {
 	restConfig.QPS, restConfig.Burst = 100, 200
 	clientset, err = kubernetes.NewForConfig(restConfig)
 	return err
+}
+
+// repoRoot is the repository root, found from this source file.
+func repoRoot() string {
+	_, file, _, _ := goruntime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 // buildBusyboxImage writes the test image archive.
