@@ -255,4 +255,3 @@ func TestSandboxExpiryDeleteRemovesEverything(t *testing.T) {
 		waitGone(t, c, o)
 	}
 }
-
