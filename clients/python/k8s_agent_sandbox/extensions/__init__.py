@@ -1,0 +1,1 @@
+"""Optional SDK extensions (computer use)."""
