@@ -1,0 +1,197 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// resumePatchTimeout bounds one resume patch call.
+const resumePatchTimeout = 10 * time.Second
+
+// Run starts the router described by cfg and blocks until ctx ends and the
+// listeners have drained.
+func Run(ctx context.Context, cfg *Config, log logr.Logger, bi BuildInfo) error {
+	metrics := NewMetrics(bi)
+	restCfg, err := loadRESTConfig(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	// Resumes and suspends come in bursts (a fleet of agents waking up);
+	// client-go's default 5 QPS would queue them behind each other.
+	restCfg.QPS, restCfg.Burst = 50, 100
+
+	// Requests keep flowing while the listeners drain; the cache and the
+	// resumer must outlive them, so they get their own context.
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+
+	idx := NewIndex()
+	control, err := NewKubeControl(restCfg)
+	if err != nil {
+		return err
+	}
+	authz, err := buildAuthorizer(cfg, restCfg)
+	if err != nil {
+		return err
+	}
+	policy := NewAddrPolicy(cfg.AllowLoopbackPodIP)
+	tracker := NewIdleTracker()
+	var resumer *Resumer
+	if cfg.AutoResume {
+		resumer = NewResumer(bgCtx, control, metrics, resumePatchTimeout, cfg.IdleSuspendAfter > 0)
+	}
+	var tr *tracing
+	if cfg.EnableTracing {
+		if tr, err = newTracing(bgCtx); err != nil {
+			return err
+		}
+		defer func() { _ = tr.shutdown(context.Background()) }()
+	}
+	if cfg.EnableOTelMetrics {
+		mp, err := newOTelMetrics(bgCtx, metrics.Registry)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = mp.Shutdown(context.Background()) }()
+	}
+
+	popts := ProxyOptions{
+		AllowLoopback:      cfg.AllowLoopbackPodIP,
+		Authorizer:         authz,
+		Resolver:           idx,
+		Policy:             policy,
+		AlwaysAllowedPorts: cfg.DefaultSandboxPorts,
+		Resumer:            resumer,
+		Idle:               tracker,
+		Metrics:            metrics,
+		ProxyTimeout:       cfg.ProxyTimeout,
+		ReadyTimeout:       cfg.ReadyTimeout,
+		Unsynced:           true,
+		Transport: TransportOptions{
+			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+			MaxRetries:            cfg.UpstreamMaxRetries,
+			RetryInitialDelay:     cfg.UpstreamRetryInitialDelay,
+			RetryMaxDelay:         cfg.UpstreamRetryMaxDelay,
+		},
+		Log: log.WithName("proxy"),
+	}
+	iopts := InstrumentOptions{Metrics: metrics, MaxBodyBytes: cfg.MaxRequestBodyBytes}
+	if tr != nil {
+		popts.Propagator, iopts.Tracer, iopts.Propagator = tr.propagator, tr.tracer, tr.propagator
+	}
+	if cfg.AccessLog {
+		al := log.WithName("access")
+		iopts.AccessLog = &al
+	}
+	proxy := NewProxyHandler(popts)
+
+	sopts := ServerOptions{
+		HTTPAddr: cfg.HTTPAddr, HTTPSAddr: cfg.HTTPSAddr,
+		MetricsAddr: cfg.MetricsAddr, ProbeAddr: cfg.ProbeAddr,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Proxy:           proxy,
+		Wrap:            func(next http.Handler) http.Handler { return Instrument(next, iopts) },
+		Drain:           proxy.Drain,
+		Metrics:         metrics,
+		Log:             log.WithName("server"),
+	}
+	if cfg.HTTPSAddr != "" {
+		reloader, err := NewCertReloader(cfg.TLSCertFile, cfg.TLSKeyFile, metrics, log.WithName("tls"))
+		if err != nil {
+			return err
+		}
+		if sopts.TLSConfig, err = NewTLSConfig(reloader, cfg.MTLSMode, cfg.TLSClientCAFile); err != nil {
+			return err
+		}
+		if err := reloader.Watch(bgCtx); err != nil {
+			return err
+		}
+	}
+	srv := NewServer(sopts)
+	if err := srv.Bind(); err != nil {
+		return err
+	}
+	for _, name := range []string{ListenerHTTP, ListenerHTTPS, ListenerMetrics, ListenerProbes} {
+		if a, ok := srv.Addr(name).(*net.TCPAddr); ok {
+			policy.AddSelfPort(uint16(a.Port))
+		}
+	}
+	// Serve before the initial LIST so that liveness probes answer while a
+	// large cluster syncs; /readyz stays 503 and the proxy answers 503 until
+	// the cache is complete.
+	serveCtx, stopServe := context.WithCancel(ctx)
+	defer stopServe()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx) }()
+	if err := StartInformers(bgCtx, restCfg, idx, InformerOptions{Namespace: cfg.CacheNamespace}); err != nil {
+		stopServe()
+		return errors.Join(err, <-served)
+	}
+	proxy.MarkSynced()
+	if cfg.IdleSuspendAfter > 0 {
+		s := &IdleSuspender{Tracker: tracker, Resolver: idx, Lookup: idx, Control: control,
+			Metrics: metrics, IdleAfter: cfg.IdleSuspendAfter, Log: log.WithName("idle")}
+		go s.Run(bgCtx)
+	}
+	srv.SetReady(true)
+	log.Info("sandbox-router serving", "http", cfg.HTTPAddr, "https", cfg.HTTPSAddr,
+		"metrics", cfg.MetricsAddr, "probes", cfg.ProbeAddr, "authz", cfg.AuthzMode,
+		"auto_resume", cfg.AutoResume, "idle_suspend_after", cfg.IdleSuspendAfter.String())
+	return <-served
+}
+
+// loadRESTConfig: an explicit kubeconfig wins; otherwise in-cluster; only
+// "not in a cluster" falls back to the default loading rules (a broken
+// in-cluster setup must not silently pick up some other cluster).
+func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+		}
+		return c, nil
+	}
+	c, err := rest.InClusterConfig()
+	if err == nil {
+		return c, nil
+	}
+	if !errors.Is(err, rest.ErrNotInCluster) {
+		return nil, fmt.Errorf("loading in-cluster config: %w", err)
+	}
+	c, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading default kubeconfig: %w", err)
+	}
+	return c, nil
+}
+
+func buildAuthorizer(cfg *Config, restCfg *rest.Config) (Authorizer, error) {
+	switch cfg.AuthzMode {
+	case AuthzTokenReview:
+		cs, err := kubernetes.NewForConfig(restCfg)
+		if err != nil {
+			return nil, fmt.Errorf("creating clientset: %w", err)
+		}
+		return NewTokenReviewAuthorizer(cs.AuthenticationV1().TokenReviews(), TokenReviewOptions{
+			TTL: cfg.AuthzTokenReviewTTL, CacheSize: cfg.AuthzTokenReviewCacheSize,
+			RequireToken: cfg.AuthzTokenReviewRequireToken, Audiences: cfg.AuthzTokenReviewAudiences,
+		})
+	case AuthzScopedToken:
+		secret, err := LoadScopedTokenSecret(cfg.AuthzScopedTokenSecretFile)
+		if err != nil {
+			return nil, err
+		}
+		return NewScopedTokenAuthorizer(secret)
+	}
+	return AllowAll{}, nil
+}
