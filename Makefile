@@ -11,6 +11,7 @@ all: build
 .PHONY: deps-test
 deps-test:
 	hack/kube/build.sh
+	hack/helm/build.sh
 
 ## deps: everything the local cluster needs (apt packages and Go-built binaries).
 .PHONY: deps
@@ -23,11 +24,19 @@ generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=0 paths=./api/... output:crd:dir=k8s/crd
 	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/sandbox/... paths=./internal/manager/... output:rbac:dir=k8s/rbac/core
+	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller-extensions paths=./internal/controller/claim/... paths=./internal/controller/warmpool/... paths=./internal/controller/template/... output:rbac:dir=k8s/rbac/extensions
+	cp k8s/crd/*.yaml charts/agent-sandbox/crds/
+	cp k8s/rbac/core/role.yaml charts/agent-sandbox/files/rbac/core-role.yaml
+	cp k8s/rbac/extensions/role.yaml charts/agent-sandbox/files/rbac/extensions-role.yaml
+	@tmp=$$(mktemp -d) && OUT_DIR=$$tmp hack/release-manifests.sh >/dev/null && \
+		cp $$tmp/sandbox-with-extensions.yaml internal/platform/manifests/ && rm -rf $$tmp
+	{ cat examples/python-runtime/sandboxtemplate.yaml; echo ---; cat examples/python-runtime/sandboxwarmpool.yaml; } \
+		> internal/platform/manifests/default-pool.yaml
 
 ## verify: generated files are fresh, gofmt and go vet are clean.
 .PHONY: verify
 verify: generate
-	@git diff --exit-code -- api k8s/crd k8s/rbac || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- api k8s/crd k8s/rbac charts/agent-sandbox/crds charts/agent-sandbox/files internal/platform/manifests || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
@@ -47,13 +56,20 @@ test-integration: deps-test
 # The e2e package runs alone: one of its tests takes the cluster down and up.
 # CI takes the cluster down at the end; locally it stays up for fast reruns.
 .PHONY: test-e2e
-test-e2e: deps
+test-e2e: deps images
 	AGENT_SANDBOX_E2E_DOWN=$(if $(CI),1,0) $(GO) test -count=1 -p 1 -timeout 30m ./test/e2e/
 
-## images: sandbox runtime images (sandboxd, python-runtime) as OCI tarballs.
+## images: every image as an OCI tarball in ~/.cache/agent-sandbox/images:
+## sandbox runtimes (sandboxd, python-runtime) and the platform (controller, router).
 .PHONY: images
 images:
 	$(GO) run ./hack/mkimages
+	$(GO) run ./hack/mkplatformimages
+
+## release-manifests: dist/sandbox.yaml, dist/extensions.yaml, dist/sandbox-with-extensions.yaml.
+.PHONY: release-manifests
+release-manifests:
+	hack/release-manifests.sh
 
 ## proto: regenerate the process API from api/proto.
 .PHONY: proto
@@ -80,7 +96,7 @@ up: deps
 down:
 	$(GO) run ./cmd/agent-sandbox down
 
-## run: the main job (see README).
+## run: the main job: local cluster + agent-sandbox, claim a sandbox, run Python in it.
 .PHONY: run
-run: deps-test
-	$(GO) run ./hack/demo
+run:
+	hack/run.sh

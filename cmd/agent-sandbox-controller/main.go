@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"time"
@@ -14,6 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/claim"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/internal/metrics"
@@ -46,6 +49,8 @@ type flags struct {
 	sandboxWorkers          int
 	statusCoalesceWindow    time.Duration
 	cacheLabelSelectors     bool
+
+	ext extensions.Options
 }
 
 func parseFlags(args []string) (*flags, *zap.Options, error) {
@@ -64,6 +69,20 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.DurationVar(&f.statusCoalesceWindow, "sandbox-status-coalesce-window", time.Second,
 		"Delay for Sandbox status writes that only refine a not-ready state; 0 writes every change at once.")
 	fs.BoolVar(&f.cacheLabelSelectors, "cache-label-selectors", false, "Cache only Pods and Services that carry the sandbox tracking label.")
+	e := &f.ext
+	fs.IntVar(&e.ClaimWorkers, "sandbox-claim-concurrent-workers", 50, "Concurrent SandboxClaim reconciles; must be > 0.")
+	fs.IntVar(&e.WarmPoolWorkers, "sandbox-warm-pool-concurrent-workers", 1, "Concurrent SandboxWarmPool reconciles; must be > 0.")
+	fs.IntVar(&e.TemplateWorkers, "sandbox-template-concurrent-workers", 1, "Concurrent SandboxTemplate reconciles.")
+	fs.IntVar(&e.WarmPoolMaxBatchSize, "sandbox-warm-pool-max-batch-size", 300, "Most Sandboxes a pool creates or deletes per reconcile; must be > 0.")
+	fs.DurationVar(&e.ReplenishDelay, "sandbox-warm-pool-replenish-delay", 0, "Hold refills this long after the pool shrinks; 0 refills at once.")
+	fs.Float64Var(&e.MaxRefillRate, "sandbox-warm-pool-max-refill-rate", 0, "Most Sandboxes per second a pool creates; 0 is unlimited.")
+	fs.DurationVar(&e.ReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", 5*time.Minute, "How long a pool Sandbox may stay not Ready before it is replaced; must be > 0.")
+	fs.DurationVar(&e.UnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", time.Minute, "How often a pool holding unschedulable Sandboxes re-checks them; must be > 0.")
+	fs.BoolVar(&e.EnableWarmPoolEviction, "enable-warm-pool-eviction", true, "Mark warm pool pods safe to evict for the cluster autoscaler.")
+	fs.BoolVar(&e.DisableClaimEvents, "disable-claim-events", false, "Emit no claim events at all, not even failures.")
+	fs.BoolVar(&e.ClaimSuccessEvents, "claim-success-events", false, "Also emit SandboxAdopted/SandboxProvisioned events (one extra write per claim).")
+	fs.BoolVar(&e.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", false, "Never write first-observed/first-ready annotations on claims.")
+	fs.BoolVar(&e.PersistClaimObservabilityAnnotations, "persist-claim-observability-annotations", false, "Write first-observed/first-ready annotations on claims (extra writes); by default they live in memory for the metrics.")
 	zopts := &zap.Options{}
 	zopts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +95,16 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 		return nil, nil, fmt.Errorf("--sandbox-concurrent-workers must be > 0, got %d", f.sandboxWorkers)
 	case f.statusCoalesceWindow < 0:
 		return nil, nil, fmt.Errorf("--sandbox-status-coalesce-window must be >= 0, got %s", f.statusCoalesceWindow)
+	case f.ext.ClaimWorkers <= 0 || f.ext.WarmPoolWorkers <= 0:
+		return nil, nil, errors.New("--sandbox-claim-concurrent-workers and --sandbox-warm-pool-concurrent-workers must be > 0")
+	case f.ext.WarmPoolMaxBatchSize <= 0:
+		return nil, nil, fmt.Errorf("--sandbox-warm-pool-max-batch-size must be > 0, got %d", f.ext.WarmPoolMaxBatchSize)
+	case f.ext.MaxRefillRate < 0 || math.IsInf(f.ext.MaxRefillRate, 0) || math.IsNaN(f.ext.MaxRefillRate):
+		return nil, nil, fmt.Errorf("--sandbox-warm-pool-max-refill-rate must be finite and >= 0, got %v", f.ext.MaxRefillRate)
+	case f.ext.ReadinessGracePeriod <= 0 || f.ext.UnschedulableRecheckInterval <= 0:
+		return nil, nil, errors.New("--sandbox-warm-pool-readiness-grace-period and --sandbox-warm-pool-unschedulable-recheck-interval must be > 0")
+	case f.ext.ReplenishDelay < 0:
+		return nil, nil, fmt.Errorf("--sandbox-warm-pool-replenish-delay must be >= 0, got %s", f.ext.ReplenishDelay)
 	}
 	return f, zopts, nil
 }
@@ -123,7 +152,14 @@ func run(args []string) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	if f.extensions {
-		return errors.New("--extensions: the extensions controllers are not built into this binary yet")
+		domains, err := claim.ReadAllowedLabelDomains(claim.AllowedLabelDomainsFile)
+		if err != nil {
+			return fmt.Errorf("reading allowed label domains: %w", err)
+		}
+		f.ext.AllowedLabelDomains = domains
+		if err := extensions.Setup(mgr, f.ext); err != nil {
+			return fmt.Errorf("setting up extension controllers: %w", err)
+		}
 	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)

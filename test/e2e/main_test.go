@@ -22,6 +22,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/images"
 	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/platform"
 )
 
 // busyboxImage is a test image made from Debian's busybox-static: a shell,
@@ -58,10 +59,14 @@ func setup() error {
 	if err != nil {
 		return err
 	}
-	cfg.Images = append(cfg.Images, img)
-	// The project's CRDs; the controller runs in the test process (see
-	// sandbox_test.go) until the e2e installs the released manifests.
-	cfg.ManifestPaths = append(cfg.ManifestPaths, filepath.Join(repoRoot(), "k8s", "crd"))
+	// The platform runs the way a user's cluster runs it: controller and
+	// router as pods from the locally built images (`make images`).
+	tars, err := platform.ImageTarballs(cfg.CacheDir)
+	if err != nil {
+		return err
+	}
+	cfg.Images = append(append(cfg.Images, tars...), img)
+	cfg.PostUp = platform.Hooks()
 	start := time.Now()
 	cluster = localcluster.New(cfg, func(s string) {
 		fmt.Fprintf(os.Stderr, "e2e up [%5.1fs] %s\n", time.Since(start).Seconds(), s)

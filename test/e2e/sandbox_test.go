@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,43 +16,32 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 )
 
 var (
-	controllerOnce sync.Once
-	controllerErr  error
-	k8s            client.Client
+	clientOnce sync.Once
+	clientErr  error
+	k8s        client.Client
 )
 
-// ensureController runs the Sandbox controller against the local cluster,
-// once per test binary, and returns a client with the project's types.
+// ensureController returns a client with the project's types. The
+// controller itself runs in the cluster (installed by TestMain).
 func ensureController(t *testing.T) client.Client {
 	t.Helper()
-	controllerOnce.Do(func() {
-		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-		mgr, err := manager.New(restConfig, manager.Options{MetricsBindAddress: "0", HealthProbeBindAddress: "0"})
+	clientOnce.Do(func() {
+		scheme, err := manager.NewScheme()
 		if err != nil {
-			controllerErr = err
+			clientErr = err
 			return
 		}
-		if err := sandbox.SetupWithManager(mgr, sandbox.Options{Workers: 10, StatusCoalesceWindow: time.Second}); err != nil {
-			controllerErr = err
-			return
-		}
-		go func() { _ = mgr.Start(context.Background()) }()
-		k8s = mgr.GetClient()
-		scheme, _ := manager.NewScheme()
-		k8s, controllerErr = client.New(restConfig, client.Options{Scheme: scheme})
+		k8s, clientErr = client.New(restConfig, client.Options{Scheme: scheme})
 	})
-	if controllerErr != nil {
-		t.Fatalf("starting the sandbox controller: %v", controllerErr)
+	if clientErr != nil {
+		t.Fatalf("creating a client: %v", clientErr)
 	}
 	return k8s
 }

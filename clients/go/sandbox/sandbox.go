@@ -1,0 +1,589 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+)
+
+// Sandbox is a handle on one claimed sandbox. Create it with New (or
+// Client.CreateSandbox), then Open it. All methods are safe for concurrent
+// use; Open, Close and Disconnect are serialized.
+type Sandbox struct {
+	opts   Options
+	mode   mode
+	helper *K8sHelper
+	tracer trace.Tracer
+	svc    string // span name prefix
+
+	// sem serializes Open, Close and Disconnect.
+	sem chan struct{}
+
+	mu            sync.Mutex
+	claimName     string
+	sandboxName   string
+	state         sandboxState
+	conn          *connection
+	lastConnErr   error // why the last connection died, for ErrNotReady
+	openCancel    context.CancelFunc
+	lifecycleSpan trace.Span
+	// presetAnnotations are put on the claim Open creates.
+	presetAnnotations map[string]string
+}
+
+// connection is one connected transport; a reconnect makes a new one.
+type connection struct {
+	strategy ConnectionStrategy
+	ep       endpoint
+	http     *connector
+	grpc     *grpc.ClientConn
+	ops      sync.WaitGroup // in-flight operations
+}
+
+func (c *connection) close() {
+	if c.grpc != nil {
+		_ = c.grpc.Close()
+	}
+	_ = c.strategy.Close()
+	if t, ok := c.http.client.Transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+// New validates opts and returns an unopened handle. It does not touch the
+// cluster, except to load the Kubernetes client configuration when neither
+// K8sHelper nor RestConfig is given.
+func New(ctx context.Context, opts Options) (*Sandbox, error) {
+	_ = ctx // reserved: client construction does no I/O today
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	h, err := helperFor(&o)
+	if err != nil {
+		return nil, err
+	}
+	o.K8sHelper = h
+	tp := o.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Sandbox{
+		opts:   o,
+		mode:   o.selectMode(),
+		helper: h,
+		tracer: tp.Tracer(strings.ReplaceAll(o.TraceServiceName, "-", "_")),
+		svc:    o.TraceServiceName,
+		sem:    make(chan struct{}, 1),
+	}, nil
+}
+
+// newAttached returns a handle on an existing claim, for Client.GetSandbox:
+// Open takes the reconnect path.
+func newAttached(ctx context.Context, opts Options, claim, sandboxName string) (*Sandbox, error) {
+	s, err := New(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.claimName, s.sandboxName = claim, sandboxName
+	return s, nil
+}
+
+// ClaimName is the SandboxClaim's name ("" before Open).
+func (s *Sandbox) ClaimName() string { s.mu.Lock(); defer s.mu.Unlock(); return s.claimName }
+
+// SandboxName is the bound Sandbox's name, the router's X-Sandbox-ID.
+func (s *Sandbox) SandboxName() string { s.mu.Lock(); defer s.mu.Unlock(); return s.sandboxName }
+
+// PodName is the sandbox Pod's name.
+func (s *Sandbox) PodName() string { s.mu.Lock(); defer s.mu.Unlock(); return s.state.podName }
+
+// PodIP is the sandbox Pod's IP (IPv4 preferred), "" when unknown.
+func (s *Sandbox) PodIP() string { s.mu.Lock(); defer s.mu.Unlock(); return s.state.podIP }
+
+// Annotations returns a copy of the Sandbox's annotations.
+func (s *Sandbox) Annotations() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.state.annotations)
+}
+
+// Namespace is the claim's namespace.
+func (s *Sandbox) Namespace() string { return s.opts.Namespace }
+
+// IsReady reports whether the handle is connected.
+func (s *Sandbox) IsReady() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.conn != nil }
+
+// Commands groups the command operations.
+func (s *Sandbox) Commands() *Commands { return &Commands{s: s} }
+
+// Files groups the file operations.
+func (s *Sandbox) Files() *Files { return &Files{s: s} }
+
+// Open provisions and connects the sandbox: it creates a SandboxClaim on
+// Options.WarmPoolName, waits (by watching, bounded by
+// SandboxReadyTimeout) for the claim to be bound and the Sandbox to be
+// Ready, and connects. On failure after the claim was created, the claim
+// is deleted again. On a handle that still holds its claim (after
+// Disconnect or a dead tunnel), Open re-attaches to the same sandbox.
+func (s *Sandbox) Open(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctxError(ctx, "open", nil)
+	}
+	defer func() { <-s.sem }()
+
+	s.mu.Lock()
+	if s.conn != nil {
+		s.mu.Unlock()
+		return ErrAlreadyOpen
+	}
+	octx, cancel := context.WithCancel(ctx)
+	s.openCancel = cancel
+	claim, name := s.claimName, s.sandboxName
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.openCancel = nil
+		s.mu.Unlock()
+		cancel()
+	}()
+
+	switch {
+	case claim != "" && name == "":
+		return fmt.Errorf("sandbox: claim %s/%s: %w", s.opts.Namespace, claim, ErrOrphanedClaim)
+	case claim != "":
+		return s.reconnect(octx)
+	}
+	return s.create(octx)
+}
+
+// startLifecycle starts the span that parents the handle's operations.
+func (s *Sandbox) startLifecycle(ctx context.Context) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lifecycleSpan == nil {
+		_, s.lifecycleSpan = s.tracer.Start(ctx, s.svc+".lifecycle")
+	}
+	return trace.ContextWithSpan(ctx, s.lifecycleSpan)
+}
+
+func (s *Sandbox) endLifecycle(err error) {
+	s.mu.Lock()
+	span := s.lifecycleSpan
+	s.lifecycleSpan = nil
+	s.mu.Unlock()
+	if span != nil {
+		recordErr(span, err)
+		span.End()
+	}
+}
+
+// create is Open's provisioning path.
+func (s *Sandbox) create(ctx context.Context) (err error) {
+	if err := validateWarmPoolName(s.opts.WarmPoolName); err != nil {
+		return err
+	}
+	ctx = s.startLifecycle(ctx)
+	defer func() {
+		if err != nil {
+			s.endLifecycle(err)
+		}
+	}()
+
+	cctx, span := s.tracer.Start(ctx, s.svc+".create_claim")
+	claim := buildClaim(cctx, s.opts.Namespace, s.opts.WarmPoolName, s.presetAnnotations, time.Now())
+	err = s.helper.ExtensionsClient.Create(cctx, claim)
+	recordErr(span, err)
+	span.End()
+	if err != nil {
+		return fmt.Errorf("sandbox: creating claim on warm pool %s/%s: %w: %w", s.opts.Namespace, s.opts.WarmPoolName, ErrClaimFailed, err)
+	}
+	s.mu.Lock()
+	s.claimName = claim.Name
+	s.mu.Unlock()
+	s.opts.Logger.V(1).Info("sandbox claim created", "claim", claim.Name, "namespace", s.opts.Namespace)
+
+	// One budget for both waits: the caller asked for a Ready sandbox
+	// within SandboxReadyTimeout, however the time splits.
+	wctx, cancel := context.WithTimeout(ctx, s.opts.SandboxReadyTimeout)
+	defer cancel()
+
+	rctx, span := s.tracer.Start(wctx, s.svc+".resolve_sandbox_name", trace.WithAttributes(attribute.String(attrClaimName, claim.Name)))
+	name, err := s.helper.resolveSandboxName(rctx, s.opts.Namespace, claim.Name)
+	recordErr(span, err)
+	span.End()
+	if err != nil {
+		return s.rollback(ctx, nil, err)
+	}
+	s.mu.Lock()
+	s.sandboxName = name
+	s.mu.Unlock()
+
+	rctx, span = s.tracer.Start(wctx, s.svc+".wait_for_sandbox_ready")
+	sb, err := s.helper.waitSandboxReady(rctx, s.opts.Namespace, name)
+	recordErr(span, err)
+	span.End()
+	if err != nil {
+		return s.rollback(ctx, nil, err)
+	}
+	st := stateOf(sb)
+	conn, err := s.connect(ctx, st)
+	if err != nil {
+		return s.rollback(ctx, conn, err)
+	}
+	s.install(conn, st)
+	return nil
+}
+
+// rollback undoes a failed Open: closes the transport and deletes the
+// claim on a context detached from the (possibly cancelled) caller's. If
+// the deletion fails, the claim name is kept so Close can retry, and Open
+// reports ErrOrphanedClaim until then.
+func (s *Sandbox) rollback(ctx context.Context, conn *connection, cause error) error {
+	if conn != nil {
+		conn.close()
+	}
+	s.mu.Lock()
+	claim := s.claimName
+	s.mu.Unlock()
+	if claim == "" {
+		return cause
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.CleanupTimeout)
+	defer cancel()
+	if err := s.helper.deleteClaim(dctx, s.opts.Namespace, claim); err != nil {
+		s.mu.Lock()
+		s.sandboxName = ""
+		s.mu.Unlock()
+		return errors.Join(cause, fmt.Errorf("rolling back: %w (%w)", err, ErrOrphanedClaim))
+	}
+	s.clearIdentity()
+	return cause
+}
+
+func (s *Sandbox) clearIdentity() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claimName, s.sandboxName, s.state = "", "", sandboxState{}
+}
+
+// reconnect re-attaches to the handle's claim: the claim must still exist
+// and its Sandbox must be Ready.
+func (s *Sandbox) reconnect(ctx context.Context) (err error) {
+	ctx = s.startLifecycle(ctx)
+	ctx, span := s.tracer.Start(ctx, s.svc+".reconnect")
+	defer func() {
+		recordErr(span, err)
+		span.End()
+		if err != nil {
+			s.endLifecycle(err)
+		}
+	}()
+	s.mu.Lock()
+	claimName, name := s.claimName, s.sandboxName
+	s.mu.Unlock()
+
+	vctx, vspan := s.tracer.Start(ctx, s.svc+".verify_claim_exists")
+	var claim extv1beta1.SandboxClaim
+	err = s.helper.ExtensionsClient.Get(vctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: claimName}, &claim)
+	recordErr(vspan, err)
+	vspan.End()
+	switch {
+	case apierrors.IsNotFound(err):
+		s.clearIdentity()
+		return fmt.Errorf("sandbox: claim %s/%s: %w", s.opts.Namespace, claimName, ErrSandboxDeleted)
+	case err != nil:
+		return fmt.Errorf("sandbox: verifying claim %s/%s: %w: %w", s.opts.Namespace, claimName, ErrOrphanedClaim, err)
+	}
+	if n := claim.Status.SandboxStatus.Name; n != "" && n != name {
+		name = n
+		s.mu.Lock()
+		s.sandboxName = n
+		s.mu.Unlock()
+	}
+
+	vctx, vspan = s.tracer.Start(ctx, s.svc+".verify_sandbox_alive")
+	var sb sandboxv1beta1.Sandbox
+	err = s.helper.AgentsClient.Get(vctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: name}, &sb)
+	recordErr(vspan, err)
+	vspan.End()
+	if err != nil {
+		return fmt.Errorf("sandbox: verifying sandbox %s/%s: %w: %w", s.opts.Namespace, name, ErrOrphanedClaim, err)
+	}
+	if !meta.IsStatusConditionTrue(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady) {
+		return fmt.Errorf("sandbox: sandbox %s/%s is not Ready (%s): %w", s.opts.Namespace, name,
+			conditionsString(sb.Status.Conditions), ErrOrphanedClaim)
+	}
+	st := stateOf(&sb)
+	conn, err := s.connect(ctx, st)
+	if err != nil {
+		if conn != nil {
+			conn.close()
+		}
+		// The claim is fine; the caller may simply Open again.
+		return err
+	}
+	s.install(conn, st)
+	return nil
+}
+
+// install makes conn the handle's connection and watches it if it can die.
+func (s *Sandbox) install(conn *connection, st sandboxState) {
+	s.mu.Lock()
+	s.conn, s.state, s.lastConnErr = conn, st, nil
+	s.mu.Unlock()
+	m, ok := conn.strategy.(monitored)
+	if !ok {
+		return
+	}
+	go func() {
+		<-m.Done()
+		s.mu.Lock()
+		// A monitor of a connection that was already replaced or closed
+		// on purpose has nothing to say.
+		if s.conn != conn {
+			s.mu.Unlock()
+			return
+		}
+		s.conn = nil
+		s.lastConnErr = m.Err()
+		s.mu.Unlock()
+		s.opts.Logger.Info("sandbox connection lost; Open the handle again to reconnect",
+			"claim", s.ClaimName(), "error", m.Err().Error())
+		conn.close()
+	}()
+}
+
+// newStrategy returns the connection strategy of the handle's mode.
+func (s *Sandbox) newStrategy(st sandboxState) ConnectionStrategy {
+	o := &s.opts
+	switch s.mode {
+	case modeDirect:
+		return &DirectStrategy{URL: o.APIURL}
+	case modeGateway:
+		return &gatewayStrategy{h: s.helper, name: o.GatewayName, namespace: o.GatewayNamespace,
+			scheme: o.GatewayScheme, timeout: o.GatewayReadyTimeout, log: o.Logger}
+	case modePodTunnel:
+		return &podTunnelStrategy{h: s.helper, namespace: o.Namespace, pod: st.podName,
+			restPort: o.SandboxdRESTPort, grpcPort: o.SandboxdGRPCPort, timeout: o.PortForwardReadyTimeout}
+	case modeInCluster:
+		port := o.ServerPort
+		if o.Runtime == RuntimeSandboxd {
+			port = o.SandboxdRESTPort
+		}
+		return &inClusterStrategy{podIP: st.podIP, port: port, grpcPort: o.SandboxdGRPCPort}
+	}
+	return &routerTunnelStrategy{h: s.helper, namespace: o.Namespace, timeout: o.PortForwardReadyTimeout, log: o.Logger}
+}
+
+// spanName of each mode's connect step.
+func (m mode) spanSuffix() string {
+	switch m {
+	case modeGateway:
+		return ".wait_for_gateway"
+	case modePodTunnel:
+		return ".sandboxd_pod_tunnel"
+	case modeRouterTunnel:
+		return ".dev_mode_tunnel"
+	}
+	return ".connect"
+}
+
+// connect establishes a connection to the sandbox described by st. On
+// error the returned connection (if any) must be closed by the caller.
+func (s *Sandbox) connect(ctx context.Context, st sandboxState) (*connection, error) {
+	o := &s.opts
+	strat := s.newStrategy(st)
+	cctx, span := s.tracer.Start(ctx, s.svc+s.mode.spanSuffix())
+	if s.mode == modeGateway {
+		span.SetAttributes(attribute.String(attrGatewayName, o.GatewayName), attribute.String(attrGatewayNamespace, o.GatewayNamespace))
+	}
+	base, err := strat.Connect(cctx)
+	recordErr(span, err)
+	span.End()
+	if err != nil {
+		_ = strat.Close()
+		return nil, err
+	}
+	ep := endpoint{baseURL: base, port: o.ServerPort, grpcPort: o.SandboxdGRPCPort}
+	if o.Runtime == RuntimeSandboxd {
+		ep.port = o.SandboxdRESTPort
+	}
+	switch s.mode {
+	case modeDirect, modeGateway, modeRouterTunnel:
+		// Through the router: REST with routing headers, gRPC over h2c
+		// (or TLS) to the same address with routing metadata.
+		ep.routerHeaders = true
+		u, perr := url.Parse(base)
+		if perr == nil && u.Host != "" {
+			ep.grpcTarget, ep.grpcRouted, ep.grpcTLS = hostPort(u), true, u.Scheme == "https"
+		}
+	default:
+		if gt, ok := strat.(grpcTargeter); ok {
+			ep.grpcTarget = gt.GRPCTarget()
+		}
+	}
+	conn := &connection{
+		strategy: strat,
+		ep:       ep,
+		http: &connector{
+			client:        newHTTPClient(o.HTTPTransport, o.PerAttemptTimeout),
+			baseURL:       base,
+			routerHeaders: ep.routerHeaders,
+			port:          ep.port,
+			ident:         identity{sandboxName: s.SandboxName(), namespace: o.Namespace, podIP: st.podIP},
+			perAttempt:    o.PerAttemptTimeout,
+			log:           o.Logger,
+			backoffBase:   500 * time.Millisecond,
+		},
+	}
+	if ep.grpcTarget != "" {
+		gc, err := dialGRPC(ep)
+		if err != nil {
+			return conn, err
+		}
+		conn.grpc = gc
+	}
+	return conn, nil
+}
+
+// Close releases the sandbox: it cancels an Open in progress, stops new
+// operations (they fail with ErrNotReady), lets in-flight ones finish for
+// up to half of CleanupTimeout, closes the transport and deletes the claim
+// (which deletes the Sandbox and its Pod). Cleanup runs on a context
+// detached from ctx, bounded by CleanupTimeout, so Close works even with a
+// cancelled ctx. If the deletion fails, the handle keeps the claim and a
+// later Close retries. Closing a closed handle is a no-op.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.openCancel != nil {
+		s.openCancel()
+	}
+	s.mu.Unlock()
+	detached := context.WithoutCancel(ctx)
+	semCtx, cancel := context.WithTimeout(detached, 2*s.opts.CleanupTimeout)
+	defer cancel()
+	select {
+	case s.sem <- struct{}{}:
+	case <-semCtx.Done():
+		return fmt.Errorf("sandbox: close: waiting for a concurrent Open or Close: %w", ErrTimeout)
+	}
+	defer func() { <-s.sem }()
+
+	start := time.Now()
+	s.detach(s.opts.CleanupTimeout / 2)
+	s.mu.Lock()
+	claim := s.claimName
+	s.mu.Unlock()
+	if claim == "" {
+		s.endLifecycle(nil)
+		return nil
+	}
+	dctx, dcancel := context.WithTimeout(detached, max(s.opts.CleanupTimeout-time.Since(start), time.Second))
+	defer dcancel()
+	if err := s.helper.deleteClaim(dctx, s.opts.Namespace, claim); err != nil {
+		s.mu.Lock()
+		s.sandboxName = ""
+		s.mu.Unlock()
+		s.endLifecycle(err)
+		return err
+	}
+	s.clearIdentity()
+	s.endLifecycle(nil)
+	return nil
+}
+
+// Disconnect closes the connection but keeps the claim: Open reconnects
+// to the same sandbox later.
+func (s *Sandbox) Disconnect(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctxError(ctx, "disconnect", nil)
+	}
+	defer func() { <-s.sem }()
+	s.detach(s.opts.CleanupTimeout / 2)
+	s.endLifecycle(nil)
+	return nil
+}
+
+// detach stops new operations on the current connection, waits up to
+// drain for in-flight ones, and closes it.
+func (s *Sandbox) detach(drain time.Duration) {
+	s.mu.Lock()
+	conn := s.conn
+	s.conn, s.lastConnErr = nil, nil
+	s.mu.Unlock()
+	if conn == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		conn.ops.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(drain)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.opts.Logger.Info("closing the sandbox connection with operations still in flight", "claim", s.ClaimName())
+	}
+	conn.close()
+}
+
+// acquire returns the connection for one operation; release must be
+// called when the operation is done with it.
+func (s *Sandbox) acquire(op string) (*connection, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.conn
+	if c == nil {
+		if s.lastConnErr != nil {
+			return nil, nil, fmt.Errorf("sandbox: %s: %w: %w", op, ErrNotReady, s.lastConnErr)
+		}
+		return nil, nil, fmt.Errorf("sandbox: %s: %w", op, ErrNotReady)
+	}
+	c.ops.Add(1)
+	return c, c.ops.Done, nil
+}
+
+// startOp opens an operation span under the lifecycle span (unless the
+// caller's context carries its own span).
+func (s *Sandbox) startOp(ctx context.Context, op string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		s.mu.Lock()
+		ls := s.lifecycleSpan
+		s.mu.Unlock()
+		if ls != nil {
+			ctx = trace.ContextWithSpan(ctx, ls)
+		}
+	}
+	return s.tracer.Start(ctx, s.svc+"."+op, trace.WithAttributes(attrs...))
+}
+
+func recordErr(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+}

@@ -1,0 +1,251 @@
+package claim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/template"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// errCandidateLost means another writer changed the candidate so that it is
+// no longer ours to take (claimed by someone else, deleted, no longer in the
+// pool): the caller moves on to the next candidate.
+var errCandidateLost = errors.New("candidate taken or gone")
+
+// maxAdoptAttempts bounds the re-patches on a fresh base when the candidate
+// only changed in ways that keep it adoptable (a status write, say).
+const maxAdoptAttempts = 3
+
+// isAdoptable holds the static checks that make a Sandbox a warm pool
+// candidate. Anything transient (readiness, IPs) is decided at pop time.
+// A Sandbox merely labelled like a pool member, but not controlled by a
+// SandboxWarmPool, is refused: anyone allowed to create Sandboxes could
+// otherwise plant one for a victim's claim to adopt.
+func isAdoptable(sb *sandboxv1beta1.Sandbox) bool {
+	if sb.DeletionTimestamp != nil {
+		return false
+	}
+	if sb.Labels[labels.WarmPoolSandbox] == "" || sb.Labels[labels.SandboxTemplateRefHash] == "" {
+		return false
+	}
+	return index.IsExtensionKind(metav1.GetControllerOfNoCopy(sb), "SandboxWarmPool")
+}
+
+// poolName returns the name of the pool controlling sb, if any.
+func poolName(sb *sandboxv1beta1.Sandbox) string {
+	if ref := metav1.GetControllerOfNoCopy(sb); index.IsExtensionKind(ref, "SandboxWarmPool") {
+		return ref.Name
+	}
+	return ""
+}
+
+// verifyCandidate adds the claim-specific checks: same namespace, and a
+// member of exactly the pool the claim names. It returns why not, or "".
+func verifyCandidate(sb *sandboxv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) string {
+	switch {
+	case !isAdoptable(sb):
+		return "not adoptable"
+	case sb.Namespace != claim.Namespace:
+		return "cross-namespace adoption forbidden"
+	case poolName(sb) != claim.Spec.WarmPoolRef.Name:
+		return fmt.Sprintf("belongs to pool %q, not %q", poolName(sb), claim.Spec.WarmPoolRef.Name)
+	}
+	return ""
+}
+
+// controlledBy reports whether the claim (by UID) controls sb.
+func controlledBy(sb *sandboxv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) bool {
+	return index.ControllerClaimUID(sb) == string(claim.UID)
+}
+
+// claimOwnerRef is the controller reference a claimed Sandbox carries.
+func claimOwnerRef(claim *extv1beta1.SandboxClaim) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{
+		APIVersion:         extv1beta1.GroupVersion.String(),
+		Kind:               "SandboxClaim",
+		Name:               claim.Name,
+		UID:                claim.UID,
+		Controller:         &yes,
+		BlockOwnerDeletion: &yes,
+	}
+}
+
+// warmSource is what a pass knows about the pool a claim adopts from.
+type warmSource struct {
+	pool *extv1beta1.SandboxWarmPool
+	// tmpl is nil when it could not be read.
+	tmpl *extv1beta1.SandboxTemplate
+	// blueprintHash is the template's rollout key ("" without template).
+	blueprintHash string
+}
+
+// adoptFromQueue pops candidates of the claim's pool until one is adopted.
+// It returns pendingNetwork when the only candidates left have no pod IP
+// yet, so the caller may wait for them rather than cold-start.
+func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.SandboxClaim, src *warmSource) (*sandboxv1beta1.Sandbox, bool, error) {
+	recreate := src.pool.Strategy() == extv1beta1.RecreateUpdateStrategyType
+	if recreate && src.tmpl == nil {
+		// Without the template we cannot tell current members from stale
+		// ones, and a Recreate pool promises never to hand out stale ones.
+		return nil, false, nil
+	}
+	qkey := PoolKey(claim.Namespace, claim.Spec.WarmPoolRef.Name)
+	var putBack []Candidate
+	defer func() {
+		for _, c := range putBack {
+			r.queue.Push(qkey, c)
+		}
+	}()
+	logger := log.FromContext(ctx)
+	for {
+		c, ok := r.queue.Pop(qkey)
+		if !ok {
+			return nil, false, nil
+		}
+		if !c.HasIPs {
+			// Pop order puts these last: nothing adoptable is left now.
+			putBack = append(putBack, c)
+			return nil, true, nil
+		}
+		var cand sandboxv1beta1.Sandbox
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: c.Name}, &cand); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // a ghost: deleted since it was queued
+			}
+			putBack = append(putBack, c)
+			return nil, false, fmt.Errorf("getting candidate sandbox %q: %w", c.Name, err)
+		}
+		if why := verifyCandidate(&cand, claim); why != "" {
+			logger.V(1).Info("dropping warm candidate", "sandbox", c.Name, "reason", why)
+			continue
+		}
+		if recreate && !template.IsCurrent(src.tmpl, src.blueprintHash, &cand) {
+			logger.V(1).Info("dropping stale warm candidate of a Recreate pool", "sandbox", c.Name)
+			continue
+		}
+		if len(cand.Status.PodIPs) == 0 {
+			c.HasIPs, c.Ready = false, false
+			putBack = append(putBack, c)
+			continue
+		}
+		adopted, err := r.adopt(ctx, claim, &cand, src)
+		if errors.Is(err, errCandidateLost) {
+			logger.V(1).Info("warm candidate taken by another writer; trying the next", "sandbox", c.Name)
+			continue
+		}
+		if err != nil {
+			putBack = append(putBack, c)
+			return nil, false, err
+		}
+		return adopted, false, nil
+	}
+}
+
+// adopt transfers cand to the claim with one merge patch guarded by the
+// candidate's resourceVersion. That patch is the reservation: if anyone
+// changed the Sandbox since we read it the apiserver answers 409, and we
+// re-read it from the apiserver to decide. Still an unclaimed member of the
+// pool: patch again on the fresh base. Already ours (an earlier response was
+// lost): done. Anything else: errCandidateLost.
+func (r *Reconciler) adopt(ctx context.Context, claim *extv1beta1.SandboxClaim, cand *sandboxv1beta1.Sandbox, src *warmSource) (*sandboxv1beta1.Sandbox, error) {
+	for attempt := 0; ; attempt++ {
+		data, err := adoptionPatch(claim, cand, src)
+		if err != nil {
+			return nil, err
+		}
+		obj := cand.DeepCopy()
+		err = r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data))
+		if err == nil {
+			return obj, nil
+		}
+		if apierrors.IsNotFound(err) {
+			return nil, errCandidateLost
+		}
+		if !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("adopting sandbox %q: %w", cand.Name, err)
+		}
+		fresh := &sandboxv1beta1.Sandbox{}
+		if err := r.api.Get(ctx, client.ObjectKeyFromObject(cand), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, errCandidateLost
+			}
+			return nil, fmt.Errorf("re-reading sandbox %q after a conflict: %w", cand.Name, err)
+		}
+		if controlledBy(fresh, claim) {
+			return fresh, nil
+		}
+		if verifyCandidate(fresh, claim) != "" || attempt+1 >= maxAdoptAttempts {
+			return nil, errCandidateLost
+		}
+		cand = fresh
+	}
+}
+
+// adoptionPatch renders the adoption as one metadata merge patch:
+//
+//   - resourceVersion: the optimistic lock that makes it a reservation;
+//   - ownerReferences: replaced by a single controller reference to the
+//     claim, so the pool lets go and the claim's deletion cascades;
+//   - labels: pool membership and template hashes removed (the pool no
+//     longer counts it, the Sandbox controller drops the pool label from
+//     the Pod), launch-type=warm, claim-uid, created-by from the claim;
+//   - annotations: pod-name (clients read it as soon as the claim is Ready)
+//     and the claim's trace context.
+//
+// The pod template (spec) is only touched when the Pod's user-visible
+// metadata must change (claim metadata, a template metadata edit, the
+// pool's safe-to-evict), because a spec change bumps the generation.
+func adoptionPatch(claim *extv1beta1.SandboxClaim, cand *sandboxv1beta1.Sandbox, src *warmSource) ([]byte, error) {
+	ls := map[string]any{
+		labels.WarmPoolSandbox:        nil,
+		labels.SandboxPodTemplateHash: nil,
+		labels.SandboxTemplateHash:    nil,
+		labels.LaunchType:             labels.LaunchTypeWarm,
+		labels.ClaimUID:               string(claim.UID),
+	}
+	if v, ok := claim.Labels[labels.CreatedBy]; ok {
+		ls[labels.CreatedBy] = v
+	} else if _, ok := cand.Labels[labels.CreatedBy]; ok {
+		ls[labels.CreatedBy] = nil
+	}
+	refHash := cand.Labels[labels.SandboxTemplateRefHash]
+	if refHash == "" && src.tmpl != nil {
+		refHash = labels.NameHash(src.tmpl.Name)
+		ls[labels.SandboxTemplateRefHash] = refHash
+	}
+	as := map[string]any{labels.PodName: cand.Name}
+	if tc, ok := claim.Annotations[labels.TraceContext]; ok {
+		as[labels.TraceContext] = tc
+	}
+	patch := map[string]any{"metadata": map[string]any{
+		"resourceVersion": cand.ResourceVersion,
+		"ownerReferences": []metav1.OwnerReference{claimOwnerRef(claim)},
+		"labels":          ls,
+		"annotations":     as,
+	}}
+	wantL, wantA, err := desiredPodMetadata(cand.Spec.PodTemplate.ObjectMeta, src.tmpl, claim)
+	if err != nil {
+		return nil, err
+	}
+	if pm := podMetadataPatch(cand.Spec.PodTemplate.ObjectMeta, wantL, wantA, claim, refHash); pm != nil {
+		patch["spec"] = map[string]any{"podTemplate": map[string]any{"metadata": pm}}
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("encoding adoption patch: %w", err)
+	}
+	return data, nil
+}

@@ -1,0 +1,200 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// getSandbox reads a Sandbox from the cache; nil when it does not exist.
+func (r *Reconciler) getSandbox(ctx context.Context, namespace, name string) (*sandboxv1beta1.Sandbox, error) {
+	var sb sandboxv1beta1.Sandbox
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting sandbox %q: %w", name, err)
+	}
+	return &sb, nil
+}
+
+// remember records that the claim is bound to sb in this process.
+func (r *Reconciler) remember(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) {
+	r.states.with(client.ObjectKeyFromObject(claim), claim.UID, r.now(), func(st *claimState) {
+		st.binding = &binding{name: sb.Name, uid: sb.UID}
+	})
+}
+
+func (r *Reconciler) forgetBinding(claim *extv1beta1.SandboxClaim) {
+	r.states.with(client.ObjectKeyFromObject(claim), claim.UID, r.now(), func(st *claimState) { st.binding = nil })
+}
+
+// findBound returns the Sandbox the claim controls, if any. The sources, in
+// order:
+//
+//  1. status.sandbox.name, from the cache (the steady state);
+//  2. this process's memory of its own adoption or create, which the cache
+//     may not show yet: when the cache disagrees the apiserver decides;
+//  3. the controller-owner index: after a crash between the adoption patch
+//     and the status write, the Sandbox's owner reference is the record.
+//
+// Ownership (the claim's UID as controller) is always what counts, never a
+// name: a Sandbox named in status but controlled by someone else is not
+// bound.
+func (r *Reconciler) findBound(ctx context.Context, claim *extv1beta1.SandboxClaim) (*sandboxv1beta1.Sandbox, error) {
+	if name := claim.Status.SandboxStatus.Name; name != "" {
+		sb, err := r.getSandbox(ctx, claim.Namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		if sb != nil && controlledBy(sb, claim) {
+			r.remember(claim, sb)
+			return sb, nil
+		}
+	}
+	if st, ok := r.states.get(client.ObjectKeyFromObject(claim), claim.UID); ok && st.binding != nil {
+		b := st.binding
+		sb, err := r.getSandbox(ctx, claim.Namespace, b.name)
+		if err != nil {
+			return nil, err
+		}
+		if sb != nil && sb.UID == b.uid && controlledBy(sb, claim) {
+			return sb, nil
+		}
+		// The cache is behind our own write, or the Sandbox went away.
+		fresh := &sandboxv1beta1.Sandbox{}
+		if err := r.api.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: b.name}, fresh); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("getting bound sandbox %q: %w", b.name, err)
+			}
+		} else if fresh.UID == b.uid && controlledBy(fresh, claim) {
+			return fresh, nil
+		}
+		r.forgetBinding(claim)
+	}
+	var list sandboxv1beta1.SandboxList
+	if err := r.client.List(ctx, &list, client.InNamespace(claim.Namespace),
+		client.MatchingFields{index.SandboxControllerClaim: string(claim.UID)}); err != nil {
+		return nil, fmt.Errorf("listing sandboxes of claim: %w", err)
+	}
+	// Prefer a live Sandbox over one being deleted, then the oldest.
+	var best *sandboxv1beta1.Sandbox
+	for i := range list.Items {
+		sb := &list.Items[i]
+		switch {
+		case best == nil:
+			best = sb
+		case (best.DeletionTimestamp == nil) != (sb.DeletionTimestamp == nil):
+			if sb.DeletionTimestamp == nil {
+				best = sb
+			}
+		case sb.CreationTimestamp.Before(&best.CreationTimestamp):
+			best = sb
+		}
+	}
+	if len(list.Items) > 1 {
+		// Not expected to happen; report it loudly rather than pick silently.
+		log.FromContext(ctx).Error(nil, "claim controls more than one sandbox", "count", len(list.Items), "using", best.Name)
+		r.warn(claim, "MultipleSandboxes", "Binding", fmt.Sprintf("claim controls %d Sandboxes; using %q", len(list.Items), best.Name))
+	}
+	if best != nil {
+		r.remember(claim, best)
+	}
+	return best, nil
+}
+
+// legacyAssignment returns the Sandbox name recorded on the claim by the
+// published controller (annotation, or the older label of the same key).
+// This controller does not write it: the adoption patch is the reservation
+// and the owner reference the record. It is honoured so that claims
+// created before an upgrade keep their Sandboxes.
+func legacyAssignment(claim *extv1beta1.SandboxClaim) string {
+	if v := claim.Annotations[labels.SandboxName]; v != "" {
+		return v
+	}
+	return claim.Labels[labels.SandboxName]
+}
+
+// resolveLegacyAssignment finishes what the published controller may have
+// left half-done: a Sandbox recorded on the claim but still in its pool is
+// adopted now; a recorded Sandbox that is gone or belongs to someone else is
+// forgotten (the reference is removed) and the claim binds afresh.
+func (r *Reconciler) resolveLegacyAssignment(ctx context.Context, claim *extv1beta1.SandboxClaim, name string, src *warmSource) (*sandboxv1beta1.Sandbox, error) {
+	sb, err := r.getSandbox(ctx, claim.Namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case sb != nil && controlledBy(sb, claim):
+		r.remember(claim, sb)
+		return sb, nil
+	case sb != nil && src != nil && verifyCandidate(sb, claim) == "":
+		adopted, err := r.adopt(ctx, claim, sb, src)
+		if err == nil {
+			r.remember(claim, adopted)
+			r.adopted(claim, adopted)
+			return adopted, nil
+		}
+		if err != errCandidateLost {
+			return nil, err
+		}
+	}
+	return nil, r.removeLegacyAssignment(ctx, claim, name)
+}
+
+// removeLegacyAssignment deletes the recorded name, guarded by the claim's
+// resourceVersion so a concurrent change is not clobbered.
+func (r *Reconciler) removeLegacyAssignment(ctx context.Context, claim *extv1beta1.SandboxClaim, name string) error {
+	meta := map[string]any{"resourceVersion": claim.ResourceVersion}
+	if claim.Annotations[labels.SandboxName] == name {
+		meta["annotations"] = map[string]any{labels.SandboxName: nil}
+	}
+	if claim.Labels[labels.SandboxName] == name {
+		meta["labels"] = map[string]any{labels.SandboxName: nil}
+	}
+	data, err := jsonPatch(map[string]any{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	if err := r.client.Patch(ctx, claim, client.RawPatch(types.MergePatchType, data)); err != nil {
+		if apierrors.IsConflict(err) {
+			return errAdoptionConflict(fmt.Sprintf("recorded sandbox %q is no longer available and the claim changed meanwhile (conflicting concurrent write)", name))
+		}
+		return fmt.Errorf("removing stale sandbox reference %q: %w", name, err)
+	}
+	log.FromContext(ctx).Info("removed a stale sandbox reference", "sandbox", name)
+	return nil
+}
+
+// checkNameClash refuses a cold create when a Sandbox named like the claim
+// exists and is not the claim's: it may be a tenant's own Sandbox.
+func (r *Reconciler) checkNameClash(ctx context.Context, claim *extv1beta1.SandboxClaim) error {
+	sb, err := r.getSandbox(ctx, claim.Namespace, claim.Name)
+	if err != nil || sb == nil || controlledBy(sb, claim) {
+		return err
+	}
+	err = fmt.Errorf("sandbox %q is not controlled by claim %q. Please use a different claim name or delete the sandbox manually", sb.Name, claim.Name)
+	r.warn(claim, "SandboxNameConflict", "Provisioning", err.Error())
+	return err
+}
+
+// event emits an event unless claim events are disabled.
+func (r *Reconciler) event(claim *extv1beta1.SandboxClaim, typ, reason, action, note string) {
+	if r.recorder != nil && !r.opts.DisableEvents {
+		r.recorder.Eventf(claim, nil, typ, reason, action, "%s", note)
+	}
+}
+
+func (r *Reconciler) warn(claim *extv1beta1.SandboxClaim, reason, action, note string) {
+	r.event(claim, corev1.EventTypeWarning, reason, action, note)
+}

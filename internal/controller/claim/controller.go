@@ -1,0 +1,449 @@
+// Package claim owns the SandboxClaim controller: it binds each claim to
+// exactly one Sandbox, warm from the claim's pool when one is available and
+// cold (created from the pool's template) otherwise, mirrors the Sandbox's
+// readiness into the claim, and enforces the claim's lifecycle.
+//
+// The warm path costs two writes: one merge patch of the candidate Sandbox,
+// guarded by its resourceVersion, that is the reservation and the transfer
+// at once (adoption.go), and one claim status write (status.go). Candidates
+// come from an in-memory queue fed by the Sandbox informer (queue.go,
+// watch.go), so a claim never lists. A claim finds its Sandbox again by
+// status, by this process's memory of its own writes, or by the
+// controller-owner index (binding.go), so a stale cache or a crash between
+// the two writes can neither lose a binding nor create a second one.
+//
+// cold.go, env.go, vct.go and metadata_validation.go build cold Sandboxes
+// and enforce the template's injection policies; lifecycle.go expires
+// claims; metrics.go records startup latencies.
+package claim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/template"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// ControllerName is the reporting controller of claim events.
+const ControllerName = "sandboxclaim-controller"
+
+// Defaults of Options.
+const (
+	DefaultWorkers = 50
+	// DefaultWarmCandidateGrace is how long a young claim waits for a pool
+	// Sandbox that exists but has no pod IP yet before creating its own.
+	DefaultWarmCandidateGrace = 2 * time.Second
+	// maxWarmWait caps one wait so a lost wake-up costs little.
+	maxWarmWait = 500 * time.Millisecond
+)
+
+// Options configure the claim controller.
+type Options struct {
+	// Workers is the number of concurrent reconciles (default 50).
+	Workers int
+	// DisableEvents suppresses every claim event.
+	DisableEvents bool
+	// SuccessEvents emits SandboxAdopted and SandboxProvisioned. Off by
+	// default: each is an apiserver write on the hot path that nobody
+	// needs to act on. Failures always get events unless DisableEvents.
+	SuccessEvents bool
+	// PersistObservabilityAnnotations writes controller-first-observed-at
+	// and claim-first-ready-at on claims, as the published controller does.
+	// Off by default: both are kept in memory for the metrics, which saves
+	// two writes per claim.
+	PersistObservabilityAnnotations bool
+	// DisableObservabilityAnnotations overrides the above (the published
+	// --disable-claim-observability-annotations flag).
+	DisableObservabilityAnnotations bool
+	// AllowedLabelDomains are the label domains claims may put on pods
+	// (default sandbox.users.io).
+	AllowedLabelDomains []string
+	// WarmCandidateGrace: see DefaultWarmCandidateGrace.
+	WarmCandidateGrace time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.WarmCandidateGrace <= 0 {
+		o.WarmCandidateGrace = DefaultWarmCandidateGrace
+	}
+	if len(o.AllowedLabelDomains) == 0 {
+		o.AllowedLabelDomains = []string{DefaultAllowedLabelDomain}
+	}
+}
+
+func (o *Options) persistAnnotations() bool {
+	return o.PersistObservabilityAnnotations && !o.DisableObservabilityAnnotations
+}
+
+// Reconciler binds claims to Sandboxes.
+type Reconciler struct {
+	client   client.Client
+	api      client.Reader
+	recorder events.EventRecorder
+	opts     Options
+	queue    *CandidateQueue
+	states   *claimStates
+	// now is the clock; tests replace it.
+	now func() time.Time
+}
+
+// NewReconciler returns a Reconciler. c is the cached client, api an
+// uncached reader used only to settle conflicts and cache lag; recorder may
+// be nil.
+func NewReconciler(c client.Client, api client.Reader, recorder events.EventRecorder, opts Options) *Reconciler {
+	opts.defaults()
+	return &Reconciler{
+		client:   c,
+		api:      api,
+		recorder: recorder,
+		opts:     opts,
+		queue:    NewCandidateQueue(),
+		states:   newClaimStates(),
+		now:      time.Now,
+	}
+}
+
+// Queue exposes the candidate queue, for tests.
+func (r *Reconciler) Queue() *CandidateQueue { return r.queue }
+
+// Reconcile brings one claim to its bound, mirrored state, or expires it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var claim extv1beta1.SandboxClaim
+	if err := r.client.Get(ctx, req.NamespacedName, &claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.states.forget(req.NamespacedName, "")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting claim: %w", err)
+	}
+	r.cleanupLegacyPolicy(ctx, &claim)
+	if claim.DeletionTimestamp != nil {
+		// The Sandbox goes with the claim through its owner reference.
+		return ctrl.Result{}, nil
+	}
+	now := r.now()
+	if err := r.initAnnotations(ctx, &claim, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	old := claim.Status.DeepCopy()
+	wasReady := meta.IsStatusConditionTrue(old.Conditions, sandboxv1beta1.SandboxConditionReady)
+
+	if at, ok := expiryTime(&claim); ok && !now.Before(at) {
+		return r.expire(ctx, &claim, old)
+	}
+
+	sb, wait, err := r.reconcileActive(ctx, &claim)
+	if err == nil && sb == nil && wait > 0 {
+		// Warm candidates are about to get an IP: wait for them rather
+		// than cold-start, without touching status.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	applyStatus(&claim, sb, err)
+
+	result := ctrl.Result{}
+	if at, ok := expiryTime(&claim); ok {
+		// The Finished condition just mirrored may have started a TTL.
+		if left := at.Sub(r.now()); left > 0 {
+			result.RequeueAfter = left
+		} else {
+			setExpired(&claim, "Claim expired. Sandbox cleanup initiated.")
+			sortConditions(claim.Status.Conditions)
+			result.RequeueAfter = time.Millisecond
+		}
+	}
+	authoritative, werr := r.writeStatus(ctx, &claim, old)
+	if werr != nil {
+		return ctrl.Result{}, werr
+	}
+	if authoritative {
+		if readyReason(&claim) == extv1beta1.ClaimReasonClaimExpired && readyReason(&claim) != reasonOf(old) {
+			r.event(&claim, corev1.EventTypeNormal, extv1beta1.ClaimReasonClaimExpired, "Claim Expired", "Claim expired")
+		}
+		if rerr := r.recordReady(ctx, &claim, sb, wasReady); rerr != nil {
+			return ctrl.Result{}, rerr
+		}
+	}
+	return resultFor(result, err)
+}
+
+func reasonOf(st *extv1beta1.SandboxClaimStatus) string {
+	if c := meta.FindStatusCondition(st.Conditions, sandboxv1beta1.SandboxConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+// resultFor turns the pass's error into the controller-runtime result:
+// user errors and missing references are reported, not retried with
+// backoff; everything else backs off.
+func resultFor(result ctrl.Result, err error) (ctrl.Result, error) {
+	if err == nil {
+		return result, nil
+	}
+	ce, ok := asClaimError(err)
+	if !ok || !ce.suppress {
+		return ctrl.Result{}, err
+	}
+	if ce.requeueAfter > 0 && (result.RequeueAfter == 0 || ce.requeueAfter < result.RequeueAfter) {
+		result.RequeueAfter = ce.requeueAfter
+	}
+	return result, nil
+}
+
+// expire runs the two passes of expiry: first persist Ready=False/
+// ClaimExpired (so clients see why before anything disappears), then clean
+// up according to the shutdown policy.
+func (r *Reconciler) expire(ctx context.Context, claim *extv1beta1.SandboxClaim, old *extv1beta1.SandboxClaimStatus) (ctrl.Result, error) {
+	if readyReason(claim) != extv1beta1.ClaimReasonClaimExpired {
+		setExpired(claim, "Claim expired. Sandbox cleanup initiated.")
+		sortConditions(claim.Status.Conditions)
+		authoritative, err := r.writeStatus(ctx, claim, old)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if authoritative {
+			r.event(claim, corev1.EventTypeNormal, extv1beta1.ClaimReasonClaimExpired, "Claim Expired", "Claim expired")
+		}
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	changed, err := r.reconcileExpired(ctx, claim)
+	if changed {
+		sortConditions(claim.Status.Conditions)
+		if _, werr := r.writeStatus(ctx, claim, old); werr != nil {
+			return ctrl.Result{}, werr
+		}
+	}
+	return ctrl.Result{}, err
+}
+
+// warmSource looks up the claim's pool and its template. A missing pool is
+// an error for every path; a missing template only for paths that need it.
+func (r *Reconciler) warmSource(ctx context.Context, claim *extv1beta1.SandboxClaim) (*warmSource, error) {
+	var pool extv1beta1.SandboxWarmPool
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, &pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, errWarmPoolNotFound(claim.Spec.WarmPoolRef.Name)
+		}
+		return nil, fmt.Errorf("getting SandboxWarmPool %q: %w", claim.Spec.WarmPoolRef.Name, err)
+	}
+	src := &warmSource{pool: &pool}
+	var tmpl extv1beta1.SandboxTemplate
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: pool.Spec.SandboxTemplateRef.Name}, &tmpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return src, errTemplateNotFound(pool.Spec.SandboxTemplateRef.Name)
+		}
+		return src, fmt.Errorf("getting SandboxTemplate %q: %w", pool.Spec.SandboxTemplateRef.Name, err)
+	}
+	src.tmpl = &tmpl
+	src.blueprintHash = template.BlueprintHash(&tmpl)
+	return src, nil
+}
+
+// reconcileActive binds the claim: to the Sandbox it already controls, else
+// to a warm pool Sandbox, else to a new cold one. A positive wait (with no
+// Sandbox and no error) asks the caller to come back for a warm candidate.
+func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.SandboxClaim) (*sandboxv1beta1.Sandbox, time.Duration, error) {
+	if err := validateAdditionalPodMetadata(claim.Spec.AdditionalPodMetadata, r.opts.AllowedLabelDomains); err != nil {
+		return nil, 0, errInvalidMetadata(err)
+	}
+	sb, err := r.findBound(ctx, claim)
+	if err != nil {
+		return nil, 0, err
+	}
+	src, srcErr := r.warmSource(ctx, claim)
+	if sb != nil {
+		return sb, 0, r.syncBoundMetadata(ctx, claim, sb, src, srcErr)
+	}
+	if name := legacyAssignment(claim); name != "" {
+		sb, err := r.resolveLegacyAssignment(ctx, claim, name, src)
+		if err != nil || sb != nil {
+			return sb, 0, err
+		}
+	}
+	if err := r.checkNameClash(ctx, claim); err != nil {
+		return nil, 0, err
+	}
+	if src == nil {
+		return nil, 0, srcErr
+	}
+	if len(claim.Spec.Env) == 0 && len(claim.Spec.VolumeClaimTemplates) == 0 {
+		sb, pendingNetwork, err := r.adoptFromQueue(ctx, claim, src)
+		if err != nil {
+			return nil, 0, err
+		}
+		if sb != nil {
+			r.remember(claim, sb)
+			r.adopted(claim, sb)
+			return sb, 0, nil
+		}
+		if pendingNetwork {
+			if wait := r.warmWait(claim); wait > 0 {
+				r.queue.Wait(PoolKey(claim.Namespace, claim.Spec.WarmPoolRef.Name), client.ObjectKeyFromObject(claim))
+				return nil, wait, nil
+			}
+			log.FromContext(ctx).V(1).Info("warm candidates still have no pod IP after the grace period; creating a cold sandbox")
+		}
+	}
+	if src.tmpl == nil {
+		return nil, 0, srcErr
+	}
+	sb, err = r.createCold(ctx, claim, src.tmpl)
+	if err != nil {
+		return nil, 0, err
+	}
+	r.remember(claim, sb)
+	r.provisioned(claim, sb)
+	return sb, 0, nil
+}
+
+// warmWait returns how long a claim may still wait for a warm candidate.
+func (r *Reconciler) warmWait(claim *extv1beta1.SandboxClaim) time.Duration {
+	now := r.now()
+	var first time.Time
+	r.states.with(client.ObjectKeyFromObject(claim), claim.UID, now, func(st *claimState) { first = st.firstObserved })
+	left := r.opts.WarmCandidateGrace - now.Sub(first)
+	if left <= 0 {
+		return 0
+	}
+	return min(left, maxWarmWait)
+}
+
+func (r *Reconciler) adopted(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) {
+	countCreation(claim, sb, labels.LaunchTypeWarm)
+	if r.opts.SuccessEvents {
+		r.event(claim, corev1.EventTypeNormal, "SandboxAdopted", "Adoption", fmt.Sprintf("Adopted warm pool Sandbox %q", sb.Name))
+	}
+}
+
+func (r *Reconciler) provisioned(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) {
+	countCreation(claim, sb, labels.LaunchTypeCold)
+	if r.opts.SuccessEvents {
+		r.event(claim, corev1.EventTypeNormal, "SandboxProvisioned", "Provisioning", fmt.Sprintf("Created Sandbox %q", sb.Name))
+	}
+}
+
+// syncBoundMetadata keeps a bound Sandbox's metadata in line with the claim
+// (KEP-174: later edits of additionalPodMetadata reach the live Pod without
+// a restart): launch-type set once, created-by following the claim, a
+// missing template-ref-hash restored, pod template metadata = template +
+// claim. Nothing is written when all of it already holds.
+func (r *Reconciler) syncBoundMetadata(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, src *warmSource, srcErr error) error {
+	var tmpl *extv1beta1.SandboxTemplate
+	if src != nil {
+		tmpl = src.tmpl
+	}
+	if tmpl == nil && srcErr != nil && hasPodMetadata(claim) {
+		// The claim's metadata must be checked against the template's.
+		return srcErr
+	}
+	ls := map[string]any{}
+	if _, ok := sb.Labels[labels.LaunchType]; !ok {
+		lt := labels.LaunchTypeCold
+		if sb.Name != claim.Name {
+			lt = labels.LaunchTypeWarm
+		}
+		ls[labels.LaunchType] = lt
+	}
+	if v, ok := claim.Labels[labels.CreatedBy]; ok && sb.Labels[labels.CreatedBy] != v {
+		ls[labels.CreatedBy] = v
+	} else if _, has := sb.Labels[labels.CreatedBy]; !ok && has {
+		ls[labels.CreatedBy] = nil
+	}
+	refHash := sb.Labels[labels.SandboxTemplateRefHash]
+	if refHash == "" && tmpl != nil {
+		refHash = labels.NameHash(tmpl.Name)
+		ls[labels.SandboxTemplateRefHash] = refHash
+	}
+	if sb.Labels[labels.ClaimUID] != string(claim.UID) {
+		ls[labels.ClaimUID] = string(claim.UID)
+	}
+	wantL, wantA, err := desiredPodMetadata(sb.Spec.PodTemplate.ObjectMeta, tmpl, claim)
+	if err != nil {
+		return err
+	}
+	patch := map[string]any{}
+	if len(ls) > 0 {
+		patch["metadata"] = map[string]any{"labels": ls}
+	}
+	if pm := podMetadataPatch(sb.Spec.PodTemplate.ObjectMeta, wantL, wantA, claim, refHash); pm != nil {
+		patch["spec"] = map[string]any{"podTemplate": map[string]any{"metadata": pm}}
+	}
+	if len(patch) == 0 {
+		return nil
+	}
+	data, err := jsonPatch(patch)
+	if err != nil {
+		return err
+	}
+	if err := r.client.Patch(ctx, sb, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("updating metadata of sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+func hasPodMetadata(claim *extv1beta1.SandboxClaim) bool {
+	md := claim.Spec.AdditionalPodMetadata
+	return len(md.Labels) > 0 || len(md.Annotations) > 0
+}
+
+// initAnnotations persists controller-first-observed-at when asked to; by
+// default the time only lives in memory (see Options).
+func (r *Reconciler) initAnnotations(ctx context.Context, claim *extv1beta1.SandboxClaim, now time.Time) error {
+	var first time.Time
+	r.states.with(client.ObjectKeyFromObject(claim), claim.UID, now, func(st *claimState) { first = st.firstObserved })
+	if !r.opts.persistAnnotations() {
+		return nil
+	}
+	if _, ok := claim.Annotations[labels.ControllerFirstObservedAt]; ok {
+		return nil
+	}
+	return r.patchClaimAnnotation(ctx, claim, labels.ControllerFirstObservedAt, first.UTC().Format(time.RFC3339Nano))
+}
+
+// cleanupLegacyPolicy deletes the per-claim NetworkPolicy older versions
+// created, once per claim and only if this claim controls it. Errors are
+// logged, never block the claim.
+func (r *Reconciler) cleanupLegacyPolicy(ctx context.Context, claim *extv1beta1.SandboxClaim) {
+	var done bool
+	r.states.with(client.ObjectKeyFromObject(claim), claim.UID, r.now(), func(st *claimState) {
+		done, st.legacyChecked = st.legacyChecked, true
+	})
+	if done {
+		return
+	}
+	var np networkingv1.NetworkPolicy
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Name + "-network-policy"}, &np)
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			log.FromContext(ctx).Info("cannot look for a legacy claim NetworkPolicy", "error", err.Error())
+		}
+		return
+	}
+	ref := metav1.GetControllerOfNoCopy(&np)
+	if !index.IsExtensionKind(ref, "SandboxClaim") || ref.UID != claim.UID {
+		return
+	}
+	uid := np.UID
+	if err := r.client.Delete(ctx, &np, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		log.FromContext(ctx).Info("cannot delete the legacy claim NetworkPolicy", "error", err.Error())
+	}
+}

@@ -1,0 +1,95 @@
+package claim
+
+import (
+	"maps"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// userKeys drops system-reserved keys, which the Sandbox controller never
+// copies to a Pod anyway.
+func userKeys(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !labels.IsSystemKey(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// desiredPodMetadata returns the user-visible pod template labels and
+// annotations of a claimed Sandbox: the template's own plus the claim's
+// additionalPodMetadata, which may add keys but not change template values.
+// Without the template (it could not be read) the Sandbox's current
+// metadata stands in for it. Either way the pool's safe-to-evict "true"
+// goes: a claimed pod is in use and must not be evicted for bin-packing,
+// while a value the template or the claim sets explicitly is kept.
+func desiredPodMetadata(cur sandboxv1beta1.PodMetadata, tmpl *extv1beta1.SandboxTemplate, claim *extv1beta1.SandboxClaim) (map[string]string, map[string]string, error) {
+	var baseL, baseA map[string]string
+	if tmpl != nil {
+		baseL = userKeys(tmpl.Spec.PodTemplate.ObjectMeta.Labels)
+		baseA = userKeys(tmpl.Spec.PodTemplate.ObjectMeta.Annotations)
+	} else {
+		baseL = userKeys(cur.Labels)
+		baseA = userKeys(cur.Annotations)
+		if baseA[labels.SafeToEvict] == "true" {
+			delete(baseA, labels.SafeToEvict)
+		}
+	}
+	l, err := mergeNoOverride("label", baseL, claim.Spec.AdditionalPodMetadata.Labels)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := mergeNoOverride("annotation", baseA, claim.Spec.AdditionalPodMetadata.Annotations)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, a, nil
+}
+
+// podMetadataPatch returns the merge-patch of spec.podTemplate.metadata that
+// turns cur into the desired user keys plus the claim's system labels, or
+// nil when the user-visible keys already match. System keys alone never
+// justify a write: the Sandbox controller ignores them, and writing the
+// spec bumps the Sandbox generation, which costs a status write.
+func podMetadataPatch(cur sandboxv1beta1.PodMetadata, wantL, wantA map[string]string, claim *extv1beta1.SandboxClaim, templateRefHash string) map[string]any {
+	if maps.Equal(userKeys(cur.Labels), wantL) && maps.Equal(userKeys(cur.Annotations), wantA) {
+		return nil
+	}
+	lp := map[string]any{}
+	for k := range cur.Labels {
+		if _, keep := wantL[k]; !keep && !labels.IsSystemKey(k) {
+			lp[k] = nil
+		}
+	}
+	for k, v := range wantL {
+		lp[k] = v
+	}
+	for _, k := range []string{labels.WarmPoolSandbox, labels.SandboxPodTemplateHash, labels.SandboxTemplateHash} {
+		if _, ok := cur.Labels[k]; ok {
+			lp[k] = nil
+		}
+	}
+	lp[labels.ClaimUID] = string(claim.UID)
+	if templateRefHash != "" {
+		lp[labels.SandboxTemplateRefHash] = templateRefHash
+	}
+	if v, ok := claim.Labels[labels.CreatedBy]; ok {
+		lp[labels.CreatedBy] = v
+	} else if _, ok := cur.Labels[labels.CreatedBy]; ok {
+		lp[labels.CreatedBy] = nil
+	}
+	ap := map[string]any{}
+	for k := range cur.Annotations {
+		if _, keep := wantA[k]; !keep && !labels.IsSystemKey(k) {
+			ap[k] = nil
+		}
+	}
+	for k, v := range wantA {
+		ap[k] = v
+	}
+	return map[string]any{"labels": lp, "annotations": ap}
+}

@@ -1,0 +1,103 @@
+// Package extensions wires the SandboxTemplate, SandboxWarmPool and
+// SandboxClaim controllers into a manager: the entry point behind the
+// controller binary's --extensions flag. Options mirrors the extension
+// flags; Setup registers the field indexes and the three controllers.
+package extensions
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/claim"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/template"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/warmpool"
+)
+
+// poolStatusWriteInterval bounds pool status writes to one per second per
+// pool: replicas and readyReplicas change with every claim and every
+// refill, and nothing acts on them faster than that (an HPA syncs every
+// 15 s).
+const poolStatusWriteInterval = time.Second
+
+// Options configure the extension controllers. Zero values take the flag
+// defaults, except for the booleans, which the caller sets from its flags
+// (EnableWarmPoolEviction defaults to true on the command line).
+type Options struct {
+	// ClaimWorkers: --sandbox-claim-concurrent-workers (default 50).
+	ClaimWorkers int
+	// WarmPoolWorkers: --sandbox-warm-pool-concurrent-workers (default 1).
+	WarmPoolWorkers int
+	// TemplateWorkers: --sandbox-template-concurrent-workers (default 1).
+	TemplateWorkers int
+	// WarmPoolMaxBatchSize: --sandbox-warm-pool-max-batch-size (default 300).
+	WarmPoolMaxBatchSize int
+	// ReplenishDelay: --sandbox-warm-pool-replenish-delay (default 0, off).
+	ReplenishDelay time.Duration
+	// MaxRefillRate: --sandbox-warm-pool-max-refill-rate (default 0, off).
+	MaxRefillRate float64
+	// ReadinessGracePeriod: --sandbox-warm-pool-readiness-grace-period (5m).
+	ReadinessGracePeriod time.Duration
+	// UnschedulableRecheckInterval:
+	// --sandbox-warm-pool-unschedulable-recheck-interval (1m).
+	UnschedulableRecheckInterval time.Duration
+	// EnableWarmPoolEviction: --enable-warm-pool-eviction (flag default true).
+	EnableWarmPoolEviction bool
+	// DisableClaimEvents: --disable-claim-events.
+	DisableClaimEvents bool
+	// ClaimSuccessEvents emits SandboxAdopted/SandboxProvisioned events.
+	// Off by default (a deliberate difference from the published
+	// controller): one write per claim that nobody acts on.
+	ClaimSuccessEvents bool
+	// DisableClaimObservabilityAnnotations:
+	// --disable-claim-observability-annotations.
+	DisableClaimObservabilityAnnotations bool
+	// PersistClaimObservabilityAnnotations writes controller-first-observed-at
+	// and claim-first-ready-at on claims. Off by default (a deliberate
+	// difference): the times are kept in memory for the metrics.
+	PersistClaimObservabilityAnnotations bool
+	// AllowedLabelDomains for claim additionalPodMetadata labels, read from
+	// /etc/sandbox-config/allowed-label-domains (claim.ReadAllowedLabelDomains);
+	// empty means sandbox.users.io.
+	AllowedLabelDomains []string
+}
+
+// Setup registers the field indexes and the three extension controllers
+// with mgr. Call it once, before mgr.Start.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	tr := &template.Reconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder(template.ControllerName)}
+	if err := tr.SetupWithManager(mgr, opts.TemplateWorkers); err != nil {
+		return fmt.Errorf("setting up the SandboxTemplate controller: %w", err)
+	}
+	pr := warmpool.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder(warmpool.ControllerName), warmpool.Options{
+		Workers:                      opts.WarmPoolWorkers,
+		MaxBatchSize:                 opts.WarmPoolMaxBatchSize,
+		ReplenishDelay:               opts.ReplenishDelay,
+		MaxRefillRate:                opts.MaxRefillRate,
+		ReadinessGracePeriod:         opts.ReadinessGracePeriod,
+		UnschedulableRecheckInterval: opts.UnschedulableRecheckInterval,
+		EnableWarmPoolEviction:       opts.EnableWarmPoolEviction,
+		StatusWriteInterval:          poolStatusWriteInterval,
+	})
+	if err := pr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the SandboxWarmPool controller: %w", err)
+	}
+	cr := claim.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(claim.ControllerName), claim.Options{
+		Workers:                         opts.ClaimWorkers,
+		DisableEvents:                   opts.DisableClaimEvents,
+		SuccessEvents:                   opts.ClaimSuccessEvents,
+		PersistObservabilityAnnotations: opts.PersistClaimObservabilityAnnotations,
+		DisableObservabilityAnnotations: opts.DisableClaimObservabilityAnnotations,
+		AllowedLabelDomains:             opts.AllowedLabelDomains,
+	})
+	if err := cr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the SandboxClaim controller: %w", err)
+	}
+	return nil
+}

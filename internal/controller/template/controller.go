@@ -1,0 +1,163 @@
+// Package template owns the SandboxTemplate controller and what every
+// Sandbox derived from a template has in common: the one shared, secure by
+// default NetworkPolicy per template (or none, when the template opts out
+// with networkPolicyManagement: Unmanaged), the secure pod defaults that the
+// warm pool and claim controllers apply when they copy a template into a
+// Sandbox, and the blueprint hash and semantic comparison that decide when a
+// pool Sandbox is stale.
+package template
+
+import (
+	"context"
+	"fmt"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// ControllerName is the reporting controller of the template controller's
+// events.
+const ControllerName = "sandboxtemplate-controller"
+
+// Event reasons of the template controller.
+const (
+	ReasonNetworkPolicyConflict = "NetworkPolicyConflict"
+)
+
+// Reconciler keeps the shared NetworkPolicy of each SandboxTemplate.
+type Reconciler struct {
+	Client client.Client
+	Scheme *runtime.Scheme
+	// Recorder receives failure events; nil disables events.
+	Recorder events.EventRecorder
+}
+
+// SetupWithManager registers the controller with workers concurrent
+// reconciles.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	if workers <= 0 {
+		workers = 1
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("sandboxtemplate").
+		For(&extv1beta1.SandboxTemplate{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+// Reconcile labels the template with its name hash (the NetworkPolicy pod
+// selector value) and converges the shared NetworkPolicy.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var tmpl extv1beta1.SandboxTemplate
+	if err := r.Client.Get(ctx, req.NamespacedName, &tmpl); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tmpl.DeletionTimestamp.IsZero() {
+		// The policy goes with the template through its owner reference.
+		return ctrl.Result{}, nil
+	}
+	if err := r.ensureHashLabel(ctx, &tmpl); err != nil {
+		return ctrl.Result{}, err
+	}
+	if IsManaged(&tmpl) {
+		return ctrl.Result{}, r.ensurePolicy(ctx, &tmpl)
+	}
+	return ctrl.Result{}, r.removePolicy(ctx, &tmpl)
+}
+
+func (r *Reconciler) ensureHashLabel(ctx context.Context, tmpl *extv1beta1.SandboxTemplate) error {
+	want := labels.NameHash(tmpl.Name)
+	if tmpl.Labels[labels.SandboxTemplateRefHash] == want {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, labels.SandboxTemplateRefHash, want)
+	if err := r.Client.Patch(ctx, tmpl, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("labelling SandboxTemplate %q with its name hash: %w", tmpl.Name, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) getPolicy(ctx context.Context, tmpl *extv1beta1.SandboxTemplate) (*networkingv1.NetworkPolicy, error) {
+	var np networkingv1.NetworkPolicy
+	key := client.ObjectKey{Namespace: tmpl.Namespace, Name: NetworkPolicyName(tmpl.Name)}
+	if err := r.Client.Get(ctx, key, &np); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting NetworkPolicy %q: %w", key.Name, err)
+	}
+	return &np, nil
+}
+
+func (r *Reconciler) ensurePolicy(ctx context.Context, tmpl *extv1beta1.SandboxTemplate) error {
+	existing, err := r.getPolicy(ctx, tmpl)
+	if err != nil {
+		return err
+	}
+	desired := DesiredNetworkPolicySpec(tmpl)
+	if existing == nil {
+		np := &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName(tmpl.Name), Namespace: tmpl.Namespace},
+			Spec:       desired,
+		}
+		if err := controllerutil.SetControllerReference(tmpl, np, r.Scheme); err != nil {
+			return fmt.Errorf("owning NetworkPolicy %q: %w", np.Name, err)
+		}
+		if err := r.Client.Create(ctx, np); err != nil {
+			return fmt.Errorf("creating NetworkPolicy %q: %w", np.Name, err)
+		}
+		log.FromContext(ctx).V(1).Info("created NetworkPolicy", "networkPolicy", np.Name)
+		return nil
+	}
+	if !metav1.IsControlledBy(existing, tmpl) {
+		// A same-named policy someone else made may be looser or stricter
+		// than ours; silently taking it over could open traffic, so refuse.
+		err := fmt.Errorf("refusing to update NetworkPolicy %q as it is not controlled by SandboxTemplate %q", existing.Name, tmpl.Name)
+		r.event(tmpl, ReasonNetworkPolicyConflict, "Reconciling", err.Error())
+		return err
+	}
+	if equality.Semantic.DeepEqual(existing.Spec, desired) {
+		return nil
+	}
+	existing.Spec = desired
+	if err := r.Client.Update(ctx, existing); err != nil {
+		return fmt.Errorf("updating NetworkPolicy %q: %w", existing.Name, err)
+	}
+	log.FromContext(ctx).V(1).Info("updated NetworkPolicy", "networkPolicy", existing.Name)
+	return nil
+}
+
+func (r *Reconciler) removePolicy(ctx context.Context, tmpl *extv1beta1.SandboxTemplate) error {
+	existing, err := r.getPolicy(ctx, tmpl)
+	if err != nil || existing == nil {
+		return err
+	}
+	if !metav1.IsControlledBy(existing, tmpl) {
+		log.FromContext(ctx).Info("leaving a NetworkPolicy this template does not control", "networkPolicy", existing.Name)
+		return nil
+	}
+	if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting NetworkPolicy %q: %w", existing.Name, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) event(obj runtime.Object, reason, action, note string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, "Warning", reason, action, "%s", note)
+	}
+}

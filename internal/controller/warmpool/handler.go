@@ -1,0 +1,117 @@
+package warmpool
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// controllingPool returns the pool that controls obj, if any.
+func controllingPool(obj client.Object) (types.NamespacedName, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if !index.IsExtensionKind(ref, "SandboxWarmPool") {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
+}
+
+// adoptedMember recognises a Sandbox a pool created (its generateName is
+// "<pool>-" and it was launched warm) that a claim now controls.
+func adoptedMember(obj client.Object) (types.NamespacedName, bool) {
+	gen := obj.GetGenerateName()
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if len(gen) < 2 || gen[len(gen)-1] != '-' || obj.GetLabels()[labels.LaunchType] != labels.LaunchTypeWarm ||
+		!index.IsExtensionKind(ref, "SandboxClaim") {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: gen[:len(gen)-1]}, true
+}
+
+// sandboxHandler maps Sandbox events to pools. Before enqueuing, it records
+// what the event proves the cache has seen: a new member lowers the pool's
+// pending creations, a deleted one clears its pending deletion. Doing this
+// in the handler (not in Reconcile) is what makes the expectations exact:
+// every event is seen once, in order, whether or not a reconcile runs.
+func (r *Reconciler) sandboxHandler() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			if pool, ok := controllingPool(e.Object); ok {
+				r.exp.CreationObserved(pool.String())
+				q.Add(reconcile.Request{NamespacedName: pool})
+				return
+			}
+			if pool, ok := adoptedMember(e.Object); ok {
+				// Created by the pool and claimed before this informer saw
+				// it (a watch dropped under load and re-listed): the create
+				// is observed all the same, or the pool would wait for the
+				// expectations timeout.
+				r.exp.CreationObserved(pool.String())
+				q.Add(reconcile.Request{NamespacedName: pool})
+				return
+			}
+			r.enqueueLabelledPools(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			// The old controller matters too: a claim adopting a member
+			// shrinks the pool that controlled it.
+			oldPool, oldOK := controllingPool(e.ObjectOld)
+			newPool, newOK := controllingPool(e.ObjectNew)
+			if oldOK {
+				q.Add(reconcile.Request{NamespacedName: oldPool})
+			}
+			if newOK && (!oldOK || newPool != oldPool) {
+				q.Add(reconcile.Request{NamespacedName: newPool})
+			}
+			if !newOK && e.ObjectNew.GetDeletionTimestamp() == nil {
+				r.enqueueLabelledPools(ctx, e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			if pool, ok := controllingPool(e.Object); ok {
+				r.exp.DeletionObserved(pool.String(), e.Object.GetUID())
+				q.Add(reconcile.Request{NamespacedName: pool})
+			}
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
+			if pool, ok := controllingPool(e.Object); ok {
+				q.Add(reconcile.Request{NamespacedName: pool})
+			}
+		},
+	}
+}
+
+// enqueueLabelledPools wakes the pool whose label an uncontrolled Sandbox
+// carries, so it can adopt a genuine orphan or delete a forged one. The
+// label holds a hash, so the pools of the namespace are matched by it.
+func (r *Reconciler) enqueueLabelledPools(ctx context.Context, obj client.Object, q queue) {
+	if metav1.GetControllerOfNoCopy(obj) != nil {
+		return
+	}
+	hash := obj.GetLabels()[labels.WarmPoolSandbox]
+	if hash == "" {
+		return
+	}
+	var pools extv1beta1.SandboxWarmPoolList
+	if err := r.client.List(ctx, &pools, client.InNamespace(obj.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "listing pools for an orphan sandbox", "sandbox", obj.GetName())
+		return
+	}
+	for i := range pools.Items {
+		if labels.NameHash(pools.Items[i].Name) == hash {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pools.Items[i])})
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package warmpool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// membership is what a pass makes of the Sandboxes that carry the pool's
+// label.
+type membership struct {
+	// active are pool-controlled, not terminating and not stale-deleted.
+	active []*sandboxv1beta1.Sandbox
+	// terminating counts pool members on their way out, including deletes
+	// the cache has not shown yet; they count against the target so that a
+	// replacement is not created while the original still exists.
+	terminating int
+	// stale are members to delete for a Recreate rollout (or forged
+	// orphans).
+	stale []*sandboxv1beta1.Sandbox
+}
+
+// poolControlled reports whether sb's controller is this pool (by UID).
+func poolControlled(sb *sandboxv1beta1.Sandbox, pool *extv1beta1.SandboxWarmPool) bool {
+	ref := metav1.GetControllerOfNoCopy(sb)
+	return index.IsExtensionKind(ref, "SandboxWarmPool") && ref.UID == pool.UID
+}
+
+// listMembers returns the Sandboxes labelled as members of pool, through
+// the label index rather than a namespace-wide List.
+func (r *Reconciler) listMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool) ([]sandboxv1beta1.Sandbox, error) {
+	var list sandboxv1beta1.SandboxList
+	if err := r.client.List(ctx, &list, client.InNamespace(pool.Namespace),
+		client.MatchingFields{index.SandboxWarmPool: labels.NameHash(pool.Name)}); err != nil {
+		return nil, fmt.Errorf("listing sandboxes of SandboxWarmPool %q: %w", pool.Name, err)
+	}
+	return list.Items, nil
+}
+
+// classify sorts members and takes the cheap corrective actions: marking a
+// pool-owned member warm, adopting a genuine orphan. ti is nil when the
+// template could not be read, in which case nothing is judged stale and no
+// orphan is adopted (an orphan cannot be vetted without the template).
+func (r *Reconciler) classify(ctx context.Context, key string, pool *extv1beta1.SandboxWarmPool, items []sandboxv1beta1.Sandbox, ti *templateInfo) (membership, error) {
+	var m membership
+	var stale *staleness
+	if ti != nil {
+		stale = newStaleness(ti)
+	}
+	recreate := pool.Strategy() == extv1beta1.RecreateUpdateStrategyType
+	var errs []error
+	for i := range items {
+		sb := &items[i]
+		owned := poolControlled(sb, pool)
+		ctrlRef := metav1.GetControllerOfNoCopy(sb)
+		switch {
+		case sb.DeletionTimestamp != nil:
+			if owned {
+				m.terminating++
+			}
+			continue
+		case owned && r.exp.IsPendingDeletion(key, sb.UID):
+			m.terminating++
+			continue
+		case ctrlRef != nil && !owned:
+			// Claimed (claims replace the controller reference) or someone
+			// else's: never the pool's business.
+			continue
+		}
+		orphan := ctrlRef == nil
+		if stale != nil && (recreate || orphan) && stale.isStale(sb, orphan) {
+			m.stale = append(m.stale, sb)
+			continue
+		}
+		if orphan {
+			if ti == nil {
+				continue
+			}
+			if err := r.adoptOrphan(ctx, pool, sb, ti); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		} else if sb.Labels[labels.LaunchType] != labels.LaunchTypeWarm {
+			if err := r.patchLabels(ctx, sb, map[string]any{labels.LaunchType: labels.LaunchTypeWarm}, ""); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		m.active = append(m.active, sb)
+	}
+	return m, joinErrs(errs)
+}
+
+// adoptOrphan takes over a Sandbox that carries the pool's label, has no
+// controller and matches the template semantically (checked by the caller).
+// The resourceVersion precondition makes sure it did not change since.
+func (r *Reconciler) adoptOrphan(ctx context.Context, pool *extv1beta1.SandboxWarmPool, sb *sandboxv1beta1.Sandbox, ti *templateInfo) error {
+	refs := append(slices.Clone(sb.OwnerReferences), ownerRef(pool))
+	patch := map[string]any{"metadata": map[string]any{
+		"resourceVersion": sb.ResourceVersion,
+		"ownerReferences": refs,
+		"labels": map[string]any{
+			labels.LaunchType:             labels.LaunchTypeWarm,
+			labels.SandboxTemplateRefHash: labels.NameHash(ti.tmpl.Name),
+			labels.SandboxTemplateHash:    ti.blueprintHash,
+		},
+	}}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encoding adoption patch: %w", err)
+	}
+	if err := r.client.Patch(ctx, sb, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("adopting orphan sandbox %q into SandboxWarmPool %q: %w", sb.Name, pool.Name, err)
+	}
+	log.FromContext(ctx).V(1).Info("adopted orphan sandbox", "sandbox", sb.Name)
+	return nil
+}
+
+// patchLabels sets labels on a Sandbox with a merge patch of just those
+// keys, optionally guarded by a resourceVersion.
+func (r *Reconciler) patchLabels(ctx context.Context, sb *sandboxv1beta1.Sandbox, set map[string]any, resourceVersion string) error {
+	meta := map[string]any{"labels": set}
+	if resourceVersion != "" {
+		meta["resourceVersion"] = resourceVersion
+	}
+	data, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return fmt.Errorf("encoding label patch: %w", err)
+	}
+	if err := r.client.Patch(ctx, sb, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("labelling sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// deleteMembers deletes sbs in slow-start batches. Each deletion is
+// expected before the request (its watch event can beat the response); a
+// failed request withdraws the expectation. Members already gone count as
+// deleted. Orphans (not pool-controlled) are deleted without expectations
+// since they were never counted.
+func (r *Reconciler) deleteMembers(ctx context.Context, key string, pool *extv1beta1.SandboxWarmPool, sbs []*sandboxv1beta1.Sandbox) (deleted, failed []*sandboxv1beta1.Sandbox, err error) {
+	if len(sbs) == 0 {
+		return nil, nil, nil
+	}
+	results := make([]error, len(sbs))
+	var next atomic.Int32
+	_, batchErr := slowStartBatch(ctx, len(sbs), func(ctx context.Context) error {
+		i := int(next.Add(1)) - 1
+		sb := sbs[i]
+		owned := poolControlled(sb, pool)
+		if owned {
+			r.exp.ExpectDeletion(key, sb.UID)
+		}
+		uid := sb.UID
+		derr := r.client.Delete(ctx, sb, client.Preconditions{UID: &uid})
+		if derr != nil && owned {
+			r.exp.DeletionObserved(key, sb.UID)
+		}
+		if apierrors.IsNotFound(derr) {
+			derr = nil
+		}
+		if derr != nil {
+			derr = fmt.Errorf("deleting sandbox %q: %w", sb.Name, derr)
+		}
+		results[i] = derr
+		return derr
+	})
+	attempted := int(next.Load())
+	for i, sb := range sbs {
+		if i < attempted && results[i] == nil {
+			deleted = append(deleted, sb)
+		} else {
+			failed = append(failed, sb)
+		}
+	}
+	return deleted, failed, batchErr
+}
+
+func joinErrs(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return fmt.Errorf("%w (and %d more errors)", errs[0], len(errs)-1)
+}

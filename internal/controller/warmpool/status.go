@@ -1,0 +1,65 @@
+package warmpool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+)
+
+// computeStatus is the pool status for the active members of a pass.
+func computeStatus(pool *extv1beta1.SandboxWarmPool, current, ready int) extv1beta1.SandboxWarmPoolStatus {
+	return extv1beta1.SandboxWarmPoolStatus{
+		Replicas:           int32(current),
+		ReadyReplicas:      int32(ready),
+		Selector:           labels.WarmPoolSandbox + "=" + labels.NameHash(pool.Name),
+		ObservedGeneration: pool.Generation,
+	}
+}
+
+// writeStatus persists status with one merge patch of the status
+// subresource when it changed, at most once per StatusWriteInterval (it
+// returns how long to wait when it deferred the write). The pool controller
+// is the only writer of pool status, so no resourceVersion precondition is
+// needed. Every field is always sent so that counts going back to zero are
+// written too.
+func (r *Reconciler) writeStatus(ctx context.Context, key string, pool *extv1beta1.SandboxWarmPool, st extv1beta1.SandboxWarmPoolStatus, now time.Time) (time.Duration, error) {
+	if pool.Status == st {
+		return 0, nil
+	}
+	if iv := r.opts.StatusWriteInterval; iv > 0 {
+		r.mu.Lock()
+		last := r.lastStatusWrite[key]
+		r.mu.Unlock()
+		// A spec change (observedGeneration) is reported at once.
+		if left := iv - now.Sub(last); left > 0 && pool.Status.ObservedGeneration == st.ObservedGeneration {
+			return left, nil
+		}
+	}
+	data, err := json.Marshal(map[string]any{"status": map[string]any{
+		"replicas":           st.Replicas,
+		"readyReplicas":      st.ReadyReplicas,
+		"selector":           st.Selector,
+		"observedGeneration": st.ObservedGeneration,
+	}})
+	if err != nil {
+		return 0, fmt.Errorf("encoding pool status: %w", err)
+	}
+	if err := r.client.Status().Patch(ctx, pool.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("writing status of SandboxWarmPool %q: %w", pool.Name, err)
+	}
+	r.mu.Lock()
+	r.lastStatusWrite[key] = now
+	r.mu.Unlock()
+	return 0, nil
+}

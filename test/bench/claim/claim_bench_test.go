@@ -1,0 +1,251 @@
+// Package claim_test benchmarks warm claims on a real kube-apiserver with
+// the Sandbox controller, the extension controllers and the kubelet
+// stand-in running: claim created -> claim observed Ready (p50/p90/p99), and
+// apiserver writes per claim, split into the claim path (what serving the
+// claim costs) and the refill (what putting a replacement into the pool
+// costs).
+//
+//	go test ./test/bench/claim -run '^$' -bench . -benchtime 1x
+//
+// Latency is measured by the client: from just before the Create request
+// to the moment a watch delivers the claim with Ready=True, so it includes
+// the create round trip and both watch deliveries. Writes are counted on the
+// wire (every POST/PUT/PATCH/DELETE the controllers and the kubelet send).
+package claim_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/bench"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest/harness"
+	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	testenv.Main(m, &env)
+}
+
+// scenario is one measured run.
+type scenario struct {
+	pool     int32
+	claims   int
+	interval time.Duration // between claim creates; 0 = all at once
+	opts     extensions.Options
+}
+
+type result struct {
+	latencies      []time.Duration
+	warm, cold     int
+	claimPath      []exttest.Write
+	refill         []exttest.Write
+	claimPathByRes string
+}
+
+func BenchmarkWarmClaimSustained100PerSecond(b *testing.B) {
+	s := scenario{pool: 400, claims: 3000, interval: 10 * time.Millisecond, opts: extensions.Options{EnableWarmPoolEviction: true}}
+	runBench(b, s)
+}
+
+func BenchmarkWarmClaimBurst300(b *testing.B) {
+	for _, eviction := range []bool{true, false} {
+		b.Run(fmt.Sprintf("eviction=%v", eviction), func(b *testing.B) {
+			runBench(b, scenario{pool: 300, claims: 300, opts: extensions.Options{EnableWarmPoolEviction: eviction}})
+		})
+	}
+}
+
+func runBench(b *testing.B, s scenario) {
+	mgrWrites, kubeletWrites := &exttest.WriteCounter{}, &exttest.WriteCounter{}
+	exttest.StartKubelet(b, env, nil, kubeletWrites)
+	harness.StartManager(b, env, harness.ManagerOptions{Writes: mgrWrites, Extensions: s.opts})
+	var all result
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := runOnce(b, s, mgrWrites, kubeletWrites)
+		all.latencies = append(all.latencies, r.latencies...)
+		all.warm += r.warm
+		all.cold += r.cold
+		all.claimPath = append(all.claimPath, r.claimPath...)
+		all.refill = append(all.refill, r.refill...)
+		b.Logf("claim-path writes: %s", r.claimPathByRes)
+	}
+	b.StopTimer()
+	sum := bench.Summarize(all.latencies)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	n := float64(len(all.latencies))
+	b.ReportMetric(ms(sum.P50), "p50_ms")
+	b.ReportMetric(ms(sum.P90), "p90_ms")
+	b.ReportMetric(ms(sum.P99), "p99_ms")
+	b.ReportMetric(ms(sum.Max), "max_ms")
+	b.ReportMetric(float64(len(all.claimPath))/float64(max(all.warm, 1)), "writes/warm-claim")
+	b.ReportMetric(float64(len(all.refill))/n, "refill-writes/claim")
+	b.ReportMetric(float64(all.cold), "cold-claims")
+}
+
+func runOnce(b *testing.B, s scenario, mgrWrites, kubeletWrites *exttest.WriteCounter) result {
+	b.StopTimer()
+	ctx := context.Background()
+	c := env.Client
+	ns := exttest.Namespace(b, c, "bench")
+	exttest.Create(b, c, exttest.NewTemplate(ns, "tmpl"), exttest.NewPool(ns, "pool", "tmpl", s.pool))
+	exttest.Eventually(b, 5*time.Minute, func() error { return exttest.PoolReady(c, ns, "pool", s.pool) })
+	time.Sleep(time.Second) // let the fill's status writes drain
+	// Readiness is observed through an informer on its own connection (a
+	// custom dialer makes client-go skip its shared transport): an
+	// informer re-lists and re-watches if the apiserver drops a slow
+	// watcher during the burst, where a bare watch would just end.
+	wcfg := rest.CopyConfig(env.Config)
+	wcfg.Dial = (&net.Dialer{}).DialContext
+	obs, err := cache.New(wcfg, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	obsCtx, stopObs := context.WithCancel(ctx)
+	defer stopObs()
+	inf, err := obs.GetInformer(obsCtx, &extv1beta1.SandboxClaim{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	started := map[string]time.Time{}
+	ready := map[string]time.Time{}
+	allReady := make(chan struct{})
+	observe := func(obj any) {
+		cl, ok := obj.(*extv1beta1.SandboxClaim)
+		if !ok || !meta.IsStatusConditionTrue(cl.Status.Conditions, sandboxv1beta1.SandboxConditionReady) {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if _, seen := ready[cl.Name]; !seen {
+			ready[cl.Name] = now
+			if len(ready) == s.claims {
+				close(allReady)
+			}
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, n any) { observe(n) },
+	}); err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = obs.Start(obsCtx) }()
+	if !obs.WaitForCacheSync(obsCtx) {
+		b.Fatal("observer cache did not sync")
+	}
+
+	mgrWrites.Reset()
+	kubeletWrites.Reset()
+	b.StartTimer()
+	begin := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := 0; i < s.claims; i++ {
+		if s.interval > 0 {
+			if d := time.Until(begin.Add(time.Duration(i) * s.interval)); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		name := fmt.Sprintf("c-%05d", i)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			t0 := time.Now()
+			mu.Lock()
+			started[name] = t0
+			mu.Unlock()
+			if err := c.Create(ctx, exttest.NewClaim(ns, name, "pool")); err != nil {
+				b.Errorf("creating claim: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-allReady:
+	case <-time.After(5 * time.Minute):
+		if os.Getenv("BENCH_DEBUG") != "" {
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		}
+		var cl extv1beta1.SandboxClaimList
+		_ = c.List(ctx, &cl, client.InNamespace(ns))
+		bound := 0
+		for _, x := range cl.Items {
+			if meta.IsStatusConditionTrue(x.Status.Conditions, "Ready") {
+				bound++
+			}
+		}
+		b.Fatalf("only %d/%d claims Ready by watch, %d by list", len(ready), s.claims, bound)
+	}
+	b.StopTimer()
+	// Wait for the refill so that its writes are all counted.
+	exttest.Eventually(b, 5*time.Minute, func() error { return exttest.PoolReady(c, ns, "pool", s.pool) })
+	time.Sleep(2 * time.Second)
+
+	var r result
+	mu.Lock()
+	for name, t1 := range ready {
+		r.latencies = append(r.latencies, t1.Sub(started[name]))
+	}
+	mu.Unlock()
+	var claims extv1beta1.SandboxClaimList
+	if err := c.List(ctx, &claims, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	warmSandboxes := map[string]bool{}
+	for _, cl := range claims.Items {
+		if cl.Status.SandboxStatus.Name == cl.Name {
+			r.cold++
+		} else {
+			r.warm++
+			warmSandboxes[cl.Status.SandboxStatus.Name] = true
+		}
+	}
+	writes := append(mgrWrites.Writes(), kubeletWrites.Writes()...)
+	sort.Slice(writes, func(i, j int) bool { return writes[i].At.Before(writes[j].At) })
+	adoptedAt := map[string]time.Time{}
+	for _, w := range writes {
+		if w.Verb == "patch" && w.Resource == "sandboxes" && warmSandboxes[w.Name] {
+			if _, ok := adoptedAt[w.Name]; !ok {
+				adoptedAt[w.Name] = w.At
+			}
+		}
+	}
+	r.claimPath, r.refill = exttest.SplitClaimPath(writes, adoptedAt)
+	r.claimPathByRes = exttest.Summary(r.claimPath) + "; refill: " + exttest.Summary(r.refill)
+	// Stop refilling this namespace before the next run.
+	_ = c.DeleteAllOf(ctx, &extv1beta1.SandboxWarmPool{}, client.InNamespace(ns))
+	if strings.Contains(os.Getenv("BENCH_VERBOSE"), "1") {
+		s := bench.Summarize(r.latencies)
+		b.Logf("n=%d p50=%s p90=%s p99=%s max=%s warm=%d cold=%d", s.Count, s.P50, s.P90, s.P99, s.Max, r.warm, r.cold)
+	}
+	return r
+}
