@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -62,24 +63,16 @@ func (c RequestCounts) Keys() []string {
 // (apiserver_request_total) and returns the write requests by verb and
 // resource. It counts every client, so run benchmarks on a quiet cluster.
 func ScrapeAPIServerWrites(ctx context.Context, cfg *rest.Config) (RequestCounts, error) {
-	rc, err := rest.RESTClientFor(metricsConfig(cfg))
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver metrics client: %w", err)
 	}
-	body, err := rc.Get().AbsPath("/metrics").Stream(ctx)
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").Stream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading apiserver /metrics (the benchmark needs permission to GET /metrics): %w", err)
 	}
 	defer body.Close()
 	return parseRequestTotals(body)
-}
-
-func metricsConfig(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = nil
-	c.APIPath = "/"
-	c.NegotiatedSerializer = noSerializer{}
-	return c
 }
 
 // parseRequestTotals extracts write counts from Prometheus text format.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -20,13 +21,16 @@ var Milestones = []string{Created, Bound, Ready, RuntimeAnswering, FirstOutput}
 // ClaimTrace records when one claim reached each milestone. Start is when
 // the client began the create request; zero times mean "not reached".
 type ClaimTrace struct {
-	Name     string               `json:"name"`
-	Launch   string               `json:"launch_type,omitempty"`
-	Start    time.Time            `json:"start"`
-	At       map[string]time.Time `json:"at"`
-	Err      string               `json:"error,omitempty"`
-	Sandbox  string               `json:"sandbox,omitempty"`
-	observed map[string]bool
+	Name    string               `json:"name"`
+	Launch  string               `json:"launch_type,omitempty"`
+	Start   time.Time            `json:"start"`
+	At      map[string]time.Time `json:"at"`
+	Err     string               `json:"error,omitempty"`
+	Sandbox string               `json:"sandbox,omitempty"`
+
+	// mu guards At: the claim watch and a time-to-interactive probe mark
+	// the same trace concurrently.
+	mu sync.Mutex
 }
 
 // NewTrace starts a trace at start.
@@ -36,6 +40,8 @@ func NewTrace(name string, start time.Time) *ClaimTrace {
 
 // Mark records a milestone the first time it is seen.
 func (t *ClaimTrace) Mark(milestone string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if _, ok := t.At[milestone]; !ok {
 		t.At[milestone] = at
 	}
@@ -43,7 +49,9 @@ func (t *ClaimTrace) Mark(milestone string, at time.Time) {
 
 // Since returns the time from Start to a milestone.
 func (t *ClaimTrace) Since(milestone string) (time.Duration, bool) {
+	t.mu.Lock()
 	at, ok := t.At[milestone]
+	t.mu.Unlock()
 	if !ok {
 		return 0, false
 	}
@@ -54,6 +62,8 @@ func (t *ClaimTrace) Since(milestone string) (time.Duration, bool) {
 // never happens before an earlier one, and none before Start. A violation
 // means the harness measured something wrong, so it is an error.
 func (t *ClaimTrace) Validate() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	prev, prevName := t.Start, "start"
 	for _, m := range Milestones {
 		at, ok := t.At[m]

@@ -33,7 +33,7 @@ func WriteTable(w io.Writer, r *Result) error {
 			fmt.Fprintf(tw, "  %s\t%.0f\n", k, r.Writes[k])
 		}
 	} else {
-		fmt.Fprintln(tw, "apiserver writes\tunavailable (cannot read the apiserver's /metrics)")
+		fmt.Fprintf(tw, "apiserver writes\tunavailable: %s\n", r.WritesError)
 	}
 	if r.ControllerCPU > 0 || r.ControllerRSS > 0 {
 		fmt.Fprintf(tw, "controller\t%.2f CPU s, peak RSS %.0f MiB\n", r.ControllerCPU, r.ControllerRSS/(1<<20))

@@ -75,6 +75,7 @@ type Result struct {
 	ClientWrites    float64            `json:"client_writes_per_claim"`
 	ClaimPathWrites float64            `json:"claim_path_writes_per_claim"`
 	RefillWrites    float64            `json:"refill_writes_per_claim"`
+	WritesError     string             `json:"apiserver_writes_error,omitempty"`
 	ControllerCPU   float64            `json:"controller_cpu_seconds,omitempty"`
 	ControllerRSS   float64            `json:"controller_peak_rss_bytes,omitempty"`
 	Traces          []*ClaimTrace      `json:"traces,omitempty"`
@@ -164,6 +165,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	peakRSS := newPeakSampler(ctx, cfg.ControllerMetricsURL)
 
 	tr := newTracker()
+	// Time to interactive starts the moment each claim is Ready, not when
+	// the whole batch is.
+	var interactions sync.WaitGroup
+	if cfg.Interact != nil {
+		tr.onReady = func(t *ClaimTrace, sandbox string) {
+			interactions.Add(1)
+			go func() {
+				defer interactions.Done()
+				if err := cfg.Interact(ctx, cfg.Namespace, sandbox, t); err != nil {
+					tr.setErr(t, err)
+				}
+			}()
+		}
+	}
 	readyAll := make(chan struct{})
 	go tr.observe(w, readyAll)
 
@@ -205,22 +220,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	elapsed := time.Since(start)
 
-	if cfg.Interact != nil {
-		var iwg sync.WaitGroup
-		for _, t := range tr.traces() {
-			if t.Sandbox == "" {
-				continue
-			}
-			iwg.Add(1)
-			go func(t *ClaimTrace) {
-				defer iwg.Done()
-				if err := cfg.Interact(ctx, cfg.Namespace, t.Sandbox, t); err != nil {
-					tr.fail(t.Name, err)
-				}
-			}(t)
-		}
-		iwg.Wait()
-	}
+	interactions.Wait()
 	// Let the controllers finish side effects (refill, relabels) so their
 	// writes are counted.
 	time.Sleep(2 * time.Second)
@@ -234,7 +234,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if t.Err != "" {
 			res.Errors++
 		}
-		if _, ok := t.At[Ready]; ok {
+		if _, ok := t.Since(Ready); ok {
 			res.Ready++
 		}
 	}
@@ -244,10 +244,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Warm, res.ColdLaunches = countLaunches(ctx, c, cfg.Namespace, res.Traces)
 	if apiErr == nil {
-		if after, err := ScrapeAPIServerWrites(ctx, rc); err == nil {
+		var after RequestCounts
+		if after, apiErr = ScrapeAPIServerWrites(ctx, rc); apiErr == nil {
 			res.Writes = after.Sub(apiBefore)
 			res.splitWrites()
 		}
+	}
+	if apiErr != nil {
+		res.WritesError = apiErr.Error()
 	}
 	if cfg.ControllerMetricsURL != "" {
 		if cpu, _, err := ScrapeProcess(ctx, cfg.ControllerMetricsURL); err == nil {
@@ -371,6 +375,18 @@ type tracker struct {
 	expected int
 	readyN   int
 	notify   func()
+	// onReady runs (with the lock held; it must not block) when a claim is
+	// first seen Ready.
+	onReady func(t *ClaimTrace, sandbox string)
+}
+
+// setErr records an error found after a claim was Ready.
+func (t *tracker) setErr(tr *ClaimTrace, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tr.Err == "" {
+		tr.Err = err.Error()
+	}
 }
 
 func newTracker() *tracker { return &tracker{byName: map[string]*ClaimTrace{}, expected: -1} }
@@ -438,15 +454,18 @@ func (t *tracker) observe(w watch.Interface, done chan struct{}) {
 		t.mu.Lock()
 		tr, ok := t.byName[claim.Name]
 		if ok {
-			if claim.Status.SandboxStatus.Name != "" {
+			if _, seen := tr.Since(Ready); !seen && claim.Status.SandboxStatus.Name != "" {
 				tr.Sandbox = claim.Status.SandboxStatus.Name
 				tr.Mark(Bound, now)
 			}
 			if meta.IsStatusConditionTrue(claim.Status.Conditions, "Ready") {
-				if _, seen := tr.At[Ready]; !seen {
+				if _, seen := tr.Since(Ready); !seen {
 					tr.Mark(Ready, now)
 					t.readyN++
 					t.check()
+					if t.onReady != nil {
+						t.onReady(tr, claim.Status.SandboxStatus.Name)
+					}
 				}
 			}
 		}

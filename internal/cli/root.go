@@ -32,7 +32,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true, // a failed command is not a usage error
 		SilenceErrors: true, // Execute prints errors itself, once
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newBenchCommand())
 	return root
 }
 

@@ -1,0 +1,79 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/bench"
+	"github.com/agent-sandbox/agent-sandbox/internal/cli"
+	"github.com/agent-sandbox/agent-sandbox/internal/devstack"
+)
+
+// TestRunAgainstIntegrationStack runs the harness against the integration
+// stack: a real kube-apiserver, the controllers, the router and real
+// sandboxd processes standing in for pods. It checks what the harness
+// reports, not how fast the stack is.
+func TestRunAgainstIntegrationStack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st, err := devstack.Start(ctx, devstack.Options{WarmPoolReplicas: 2})
+	if err != nil {
+		t.Fatalf("starting the integration stack: %v", err)
+	}
+	defer func() { _ = st.Stop() }()
+
+	t.Run("warm burst with time to interactive", func(t *testing.T) {
+		res, err := bench.Run(ctx, bench.Config{
+			RestConfig: st.Env.Config, Namespace: st.Namespace, WarmPool: st.WarmPool,
+			Scenario: bench.Burst, Count: 10, PoolSize: 10, Timeout: 2 * time.Minute,
+			Interact: cli.InteractThroughRouter(st.RouterURL),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Claims != 10 || res.Ready != 10 || res.Errors != 0 {
+			t.Fatalf("claims %d ready %d errors %d: %+v", res.Claims, res.Ready, res.Errors, firstErr(res))
+		}
+		if res.Warm != 10 || res.ColdLaunches != 0 {
+			t.Errorf("a pre-warmed pool of 10 must serve 10 claims warm: warm %d cold %d", res.Warm, res.ColdLaunches)
+		}
+		for _, m := range bench.Milestones {
+			if s := res.Milestones[m]; s.Count != 10 || s.P50 <= 0 || s.P50 > s.P99 || s.P99 > s.Max {
+				t.Errorf("milestone %s summary %+v", m, s)
+			}
+		}
+		if res.Writes == nil || res.ClientWrites != 1 || res.ClaimPathWrites <= 0 || res.RefillWrites <= 0 {
+			t.Errorf("write accounting: client %.2f claim %.2f refill %.2f (%v)", res.ClientWrites, res.ClaimPathWrites, res.RefillWrites, res.Writes)
+		}
+		var table bytes.Buffer
+		if err := bench.WriteTable(&table, res); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("\n%s", table.String())
+	})
+
+	t.Run("cold", func(t *testing.T) {
+		res, err := bench.Run(ctx, bench.Config{
+			RestConfig: st.Env.Config, Namespace: st.Namespace, WarmPool: st.WarmPool,
+			Scenario: bench.Cold, Count: 3, Timeout: 2 * time.Minute,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Ready != 3 || res.ColdLaunches != 3 || res.Warm != 0 {
+			t.Errorf("an empty pool must serve 3 cold claims: ready %d cold %d warm %d", res.Ready, res.ColdLaunches, res.Warm)
+		}
+	})
+}
+
+func firstErr(r *bench.Result) string {
+	for _, t := range r.Traces {
+		if t.Err != "" {
+			return t.Err
+		}
+	}
+	return ""
+}
+
