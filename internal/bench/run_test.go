@@ -76,4 +76,3 @@ func firstErr(r *bench.Result) string {
 	}
 	return ""
 }
-
