@@ -180,4 +180,3 @@ func TestClaimFromWarmPoolRunsThroughRouter(t *testing.T) {
 		})
 	}
 }
-

@@ -12,10 +12,10 @@ import (
 
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/claim"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest/harness"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/claim"
 )
 
 var env = claim.SharedEnv
