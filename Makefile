@@ -47,11 +47,16 @@ build:
 ## test: all tests: unit + integration on a real apiserver, then e2e on the
 ## local cluster (real kubelet, containerd, gVisor; needs root).
 .PHONY: test
-test: deps verify test-integration test-e2e
+test: deps verify test-integration test-python test-e2e
 
 .PHONY: test-integration
 test-integration: deps-test
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+
+## test-python: the Python SDK's pytest suite (unit + integration on the devstack).
+.PHONY: test-python
+test-python: deps-test
+	clients/python/run-tests.sh -q
 
 # The e2e package runs alone: one of its tests takes the cluster down and up.
 # CI takes the cluster down at the end; locally it stays up for fast reruns.
