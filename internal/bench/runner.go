@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -53,6 +54,11 @@ type Config struct {
 	// runtime-answering and first-output milestones (for example through
 	// the SDK and the router).
 	Interact func(ctx context.Context, namespace, sandbox string, trace *ClaimTrace) error
+	// Dwell, when > 0, deletes each claim this long after it is Ready (and
+	// its interaction is done), as an agent finishing its task would; this
+	// bounds the live sandboxes of a long sustained run. 0 keeps every
+	// claim until the end of the run.
+	Dwell time.Duration
 	// ControllerMetricsURL, when set, is scraped for CPU and peak RSS.
 	ControllerMetricsURL string
 	// Seed makes Poisson arrivals reproducible.
@@ -150,11 +156,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	defer cleanup(c, cfg.Namespace, runID)
 
-	w, err := c.Watch(ctx, &extv1beta1.SandboxClaimList{}, client.InNamespace(cfg.Namespace), client.MatchingLabels{RunLabel: runID})
-	if err != nil {
-		return nil, fmt.Errorf("watching claims: %w", err)
+	// Watch before the first create so no transition is missed.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	list := &extv1beta1.SandboxClaimList{}
+	if err := c.List(ctx, list, client.InNamespace(cfg.Namespace), client.MatchingLabels{RunLabel: runID}); err != nil {
+		return nil, fmt.Errorf("listing claims: %w", err)
 	}
-	defer w.Stop()
 
 	var apiBefore RequestCounts
 	apiBefore, apiErr := ScrapeAPIServerWrites(ctx, rc)
@@ -168,19 +176,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// Time to interactive starts the moment each claim is Ready, not when
 	// the whole batch is.
 	var interactions sync.WaitGroup
-	if cfg.Interact != nil {
+	if cfg.Interact != nil || cfg.Dwell > 0 {
 		tr.onReady = func(t *ClaimTrace, sandbox string) {
 			interactions.Add(1)
 			go func() {
 				defer interactions.Done()
-				if err := cfg.Interact(ctx, cfg.Namespace, sandbox, t); err != nil {
-					tr.setErr(t, err)
+				if cfg.Interact != nil {
+					if err := cfg.Interact(ctx, cfg.Namespace, sandbox, t); err != nil {
+						tr.setErr(t, err)
+					}
+				}
+				if cfg.Dwell > 0 {
+					select {
+					case <-time.After(cfg.Dwell):
+					case <-ctx.Done():
+						return
+					}
+					t.setSandboxLaunch(ctx, c, cfg.Namespace, sandbox)
+					claim := &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: t.Name}}
+					_ = c.Delete(ctx, claim, client.PropagationPolicy(metav1.DeletePropagationBackground))
 				}
 			}()
 		}
 	}
 	readyAll := make(chan struct{})
-	go tr.observe(w, readyAll)
+	go tr.watchLoop(watchCtx, c, cfg.Namespace, runID, list.ResourceVersion, readyAll)
 
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -353,11 +373,9 @@ func countLaunches(ctx context.Context, c client.Client, ns string, traces []*Cl
 		if t.Sandbox == "" {
 			continue
 		}
-		sb := &sandboxv1beta1.Sandbox{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: t.Sandbox}, sb); err != nil {
-			continue
+		if t.Launch == "" {
+			t.setSandboxLaunch(ctx, c, ns, t.Sandbox)
 		}
-		t.Launch = sb.Labels[labels.LaunchType]
 		if t.Launch == labels.LaunchTypeWarm {
 			warm++
 		} else {
@@ -365,6 +383,17 @@ func countLaunches(ctx context.Context, c client.Client, ns string, traces []*Cl
 		}
 	}
 	return warm, cold
+}
+
+// setSandboxLaunch records the launch type of the claim's Sandbox.
+func (t *ClaimTrace) setSandboxLaunch(ctx context.Context, c client.Client, ns, sandbox string) {
+	sb := &sandboxv1beta1.Sandbox{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox}, sb); err != nil {
+		return
+	}
+	t.mu.Lock()
+	t.Launch = sb.Labels[labels.LaunchType]
+	t.mu.Unlock()
 }
 
 // tracker collects traces from the client side and the claim watch.
@@ -438,38 +467,73 @@ func (t *tracker) traces() []*ClaimTrace {
 	return append([]*ClaimTrace(nil), t.order...)
 }
 
-// observe marks Bound and Ready from claim watch events, as seen by the
-// client: the times a user of the API would see.
-func (t *tracker) observe(w watch.Interface, done chan struct{}) {
+// watchLoop marks Bound and Ready from claim watch events, as seen by the
+// client: the times a user of the API would see. A watch that ends is
+// resumed from the last resourceVersion; one that expired is replaced by a
+// fresh list, so a long run never silently stops observing.
+func (t *tracker) watchLoop(ctx context.Context, c client.WithWatch, ns, runID, rv string, done chan struct{}) {
 	var once sync.Once
 	t.mu.Lock()
 	t.notify = func() { once.Do(func() { close(done) }) }
 	t.mu.Unlock()
-	for ev := range w.ResultChan() {
-		now := time.Now()
-		claim, ok := ev.Object.(*extv1beta1.SandboxClaim)
-		if !ok {
+	sel := k8slabels.SelectorFromSet(k8slabels.Set{RunLabel: runID})
+	for ctx.Err() == nil {
+		if rv == "" {
+			list := &extv1beta1.SandboxClaimList{}
+			if err := c.List(ctx, list, &client.ListOptions{Namespace: ns, LabelSelector: sel}); err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for i := range list.Items {
+				t.observe(&list.Items[i], time.Now())
+			}
+			rv = list.ResourceVersion
+		}
+		w, err := c.Watch(ctx, &extv1beta1.SandboxClaimList{}, &client.ListOptions{
+			Namespace: ns, LabelSelector: sel, Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true},
+		})
+		if err != nil {
+			rv = ""
+			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		t.mu.Lock()
-		tr, ok := t.byName[claim.Name]
-		if ok {
-			if _, seen := tr.Since(Ready); !seen && claim.Status.SandboxStatus.Name != "" {
-				tr.Sandbox = claim.Status.SandboxStatus.Name
-				tr.Mark(Bound, now)
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				rv = "" // expired or broken: relist
+				break
 			}
-			if meta.IsStatusConditionTrue(claim.Status.Conditions, "Ready") {
-				if _, seen := tr.Since(Ready); !seen {
-					tr.Mark(Ready, now)
-					t.readyN++
-					t.check()
-					if t.onReady != nil {
-						t.onReady(tr, claim.Status.SandboxStatus.Name)
-					}
+			if claim, ok := ev.Object.(*extv1beta1.SandboxClaim); ok {
+				if ev.Type != watch.Bookmark {
+					t.observe(claim, time.Now())
 				}
+				rv = claim.ResourceVersion
 			}
 		}
-		t.mu.Unlock()
+		w.Stop()
+	}
+}
+
+// observe records what one claim object shows.
+func (t *tracker) observe(claim *extv1beta1.SandboxClaim, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr, ok := t.byName[claim.Name]
+	if !ok {
+		return
+	}
+	if _, seen := tr.Since(Ready); !seen && claim.Status.SandboxStatus.Name != "" {
+		tr.Sandbox = claim.Status.SandboxStatus.Name
+		tr.Mark(Bound, now)
+	}
+	if meta.IsStatusConditionTrue(claim.Status.Conditions, "Ready") {
+		if _, seen := tr.Since(Ready); !seen {
+			tr.Mark(Ready, now)
+			t.readyN++
+			t.check()
+			if t.onReady != nil {
+				t.onReady(tr, claim.Status.SandboxStatus.Name)
+			}
+		}
 	}
 }
 

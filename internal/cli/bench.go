@@ -97,6 +97,7 @@ func newBenchCommand() *cobra.Command {
 	f.BoolVar(&tti, "tti", false, "measure time to interactive: run a command in each sandbox through the router")
 	f.StringVar(&routerURL, "router-url", "", "router URL for --tti (default: the router pod's address)")
 	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the Poisson arrivals")
+	f.DurationVar(&cfg.Dwell, "dwell", 0, "delete each claim this long after it is Ready (0 keeps all claims until the end)")
 	f.StringVarP(&output, "output", "o", "table", "table, json or csv")
 	return cmd
 }
