@@ -92,6 +92,11 @@ bench: deps-test
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/bench/sandbox/
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./test/bench/sandboxd/
 
+## install-kubectl-plugin: agent-sandbox as `kubectl sandbox` (BINDIR, default /usr/local/bin).
+.PHONY: install-kubectl-plugin
+install-kubectl-plugin:
+	hack/install-kubectl-plugin.sh $(BINDIR)
+
 ## up / down: the local single-node cluster with gVisor.
 .PHONY: up
 up: deps

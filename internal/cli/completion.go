@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/cli/remote"
+)
+
+// Shell completion is cobra's (`completion bash|zsh|fish|powershell`);
+// these functions complete sandbox, pool and template names from the
+// cluster the flags point at. Failures complete nothing.
+
+const completionTimeout = 5 * time.Second
+
+// completeSandboxNames completes the names `ls` shows: claims and
+// sandboxes no claim or pool owns. max is how many positional arguments
+// take a name (0: any number).
+func completeSandboxNames(flags *clusterFlags, max int) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if max > 0 && len(args) >= max {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+		defer cancel()
+		c, ns, ok := completionClient(flags)
+		if !ok {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var names []cobra.Completion
+		var claims extv1beta1.SandboxClaimList
+		if err := c.List(ctx, &claims, client.InNamespace(ns)); err == nil {
+			for _, cl := range claims.Items {
+				names = append(names, cl.Name)
+			}
+		}
+		var sbs sandboxv1beta1.SandboxList
+		if err := c.List(ctx, &sbs, client.InNamespace(ns)); err == nil {
+			for i := range sbs.Items {
+				if kind, _ := remote.Owner(&sbs.Items[i]); kind == "" {
+					names = append(names, sbs.Items[i].Name)
+				}
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completePools completes SandboxWarmPool names.
+func completePools(flags *clusterFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+		defer cancel()
+		c, ns, ok := completionClient(flags)
+		if !ok {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var pools extv1beta1.SandboxWarmPoolList
+		if err := c.List(ctx, &pools, client.InNamespace(ns)); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names := make([]cobra.Completion, 0, len(pools.Items))
+		for _, p := range pools.Items {
+			names = append(names, p.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeTemplates completes SandboxTemplate names.
+func completeTemplates(flags *clusterFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+		defer cancel()
+		c, ns, ok := completionClient(flags)
+		if !ok {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var tmpls extv1beta1.SandboxTemplateList
+		if err := c.List(ctx, &tmpls, client.InNamespace(ns)); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names := make([]cobra.Completion, 0, len(tmpls.Items))
+		for _, t := range tmpls.Items {
+			names = append(names, t.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func completionClient(flags *clusterFlags) (client.Client, string, bool) {
+	ns, err := flags.namespace()
+	if err != nil {
+		return nil, "", false
+	}
+	cfg, err := flags.restConfig()
+	if err != nil {
+		return nil, "", false
+	}
+	flags.logger(os.Stderr) // silence client-go unless -v
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, "", false
+	}
+	return c, ns, true
+}

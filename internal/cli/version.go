@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+// version is the release version, set at link time:
+//
+//	go build -ldflags "-X github.com/agent-sandbox/agent-sandbox/internal/cli.version=v0.1.0" ./cmd/agent-sandbox
+var version = ""
+
+// versionInfo is what `version` reports.
+type versionInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	Modified  bool   `json:"modified,omitempty"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+func buildVersion() versionInfo {
+	v := versionInfo{Version: version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Commit = s.Value
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
+	}
+	if v.Version == "" {
+		v.Version = "dev"
+	}
+	return v
+}
+
+// versionString is the short version for the User-Agent.
+func versionString() string { return buildVersion().Version }
+
+func newVersionCommand(prog string) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of " + prog,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := buildVersion()
+			out := cmd.OutOrStdout()
+			switch output {
+			case "":
+				commit := v.Commit
+				if len(commit) > 12 {
+					commit = commit[:12]
+				}
+				if v.Modified {
+					commit += "-dirty"
+				}
+				if commit == "" {
+					commit = "unknown"
+				}
+				fmt.Fprintf(out, "%s %s (commit %s, %s, %s)\n", prog, v.Version, commit, v.GoVersion, v.Platform)
+			case "json":
+				b, err := json.MarshalIndent(v, "", "  ")
+				if err != nil {
+					return fmt.Errorf("encoding the version: %w", err)
+				}
+				fmt.Fprintln(out, string(b))
+			case "yaml":
+				b, err := yaml.Marshal(v)
+				if err != nil {
+					return fmt.Errorf("encoding the version: %w", err)
+				}
+				fmt.Fprint(out, string(b))
+			default:
+				return usagef("unknown output format %q: use json or yaml", output)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
