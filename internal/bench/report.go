@@ -27,8 +27,8 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintln(tw)
 	if r.Writes != nil {
-		fmt.Fprintf(tw, "apiserver writes per claim\t%.2f (client %.2f, claim path %.2f, refill %.2f)\n",
-			r.WritesPerClaim, r.ClientWrites, r.ClaimPathWrites, r.RefillWrites)
+		fmt.Fprintf(tw, "apiserver writes per claim\t%.2f (client %.2f, claim path %.2f, refill %.2f, teardown %.2f, events %.2f)\n",
+			r.WritesPerClaim, r.ClientWrites, r.ClaimPathWrites, r.RefillWrites, r.TeardownWrites, r.EventWrites)
 		for _, k := range r.Writes.Keys() {
 			fmt.Fprintf(tw, "  %s\t%.0f\n", k, r.Writes[k])
 		}

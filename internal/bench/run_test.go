@@ -44,7 +44,7 @@ func TestRunAgainstIntegrationStack(t *testing.T) {
 				t.Errorf("milestone %s summary %+v", m, s)
 			}
 		}
-		if res.Writes == nil || res.ClientWrites != 1 || res.ClaimPathWrites <= 0 || res.RefillWrites <= 0 {
+		if res.Writes == nil || res.ClientWrites < 1 || res.ClaimPathWrites <= 0 || res.RefillWrites <= 0 {
 			t.Errorf("write accounting: client %.2f claim %.2f refill %.2f (%v)", res.ClientWrites, res.ClaimPathWrites, res.RefillWrites, res.Writes)
 		}
 		var table bytes.Buffer

@@ -81,39 +81,51 @@ type Result struct {
 	ClientWrites    float64            `json:"client_writes_per_claim"`
 	ClaimPathWrites float64            `json:"claim_path_writes_per_claim"`
 	RefillWrites    float64            `json:"refill_writes_per_claim"`
+	TeardownWrites  float64            `json:"teardown_writes_per_claim"`
+	EventWrites     float64            `json:"event_writes_per_claim"`
 	WritesError     string             `json:"apiserver_writes_error,omitempty"`
 	ControllerCPU   float64            `json:"controller_cpu_seconds,omitempty"`
 	ControllerRSS   float64            `json:"controller_peak_rss_bytes,omitempty"`
 	Traces          []*ClaimTrace      `json:"traces,omitempty"`
 }
 
-// splitWrites divides the run's apiserver writes per claim into the
-// client's own create, the claim path (binding the claim: adoption patch,
-// claim status, pod relabel, events) and the refill (the pool making a
-// replacement Sandbox and Pod, the kubelet and scheduler starting it). For
-// a cold claim the Sandbox and Pod creation land in refill too. Lease
-// renewals of leader election are background noise and not counted.
+// splitWrites divides the run's apiserver writes per claim into:
+//   - client: the harness creating (and, with --dwell, deleting) claims;
+//   - claim path: binding a claim (adoption patch of the Sandbox, claim
+//     status, the Pod relabel, any claim metadata writes);
+//   - refill: the pool making a replacement Sandbox and Pod, the scheduler
+//     binding it and the kubelet starting it (for a cold claim, its own
+//     Sandbox and Pod);
+//   - teardown: deletions of Sandboxes and Pods after claims go away;
+//   - events: Events from every component (kubelet and scheduler included).
+//
+// Lease renewals of leader election are background noise and not counted.
 func (r *Result) splitWrites() {
 	if r.Claims == 0 {
 		return
 	}
 	n := float64(r.Claims)
-	var client, claim, refill float64
+	var client, claim, refill, teardown, events float64
 	for k, v := range r.Writes {
 		verb, res, _ := strings.Cut(k, " ")
 		switch {
 		case res == "leases":
-		case verb == "POST" && res == "sandboxclaims":
+		case res == "events":
+			events += v
+		case res == "sandboxclaims" && (verb == "POST" || verb == "DELETE"):
 			client += v
-		case res == "sandboxclaims" || res == "sandboxclaims/status" || res == "events" ||
+		case res == "sandboxclaims" || res == "sandboxclaims/status" ||
 			(verb == "PATCH" && (res == "sandboxes" || res == "pods")):
 			claim += v
+		case verb == "DELETE":
+			teardown += v
 		default:
 			refill += v
 		}
 	}
 	r.ClientWrites, r.ClaimPathWrites, r.RefillWrites = client/n, claim/n, refill/n
-	r.WritesPerClaim = (client + claim + refill) / n
+	r.TeardownWrites, r.EventWrites = teardown/n, events/n
+	r.WritesPerClaim = (client + claim + refill + teardown + events) / n
 }
 
 // Run executes one scenario. It sizes and pre-warms the pool outside the

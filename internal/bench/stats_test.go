@@ -116,11 +116,12 @@ func TestSplitWrites(t *testing.T) {
 	r := &Result{Claims: 10, Writes: RequestCounts{
 		"POST sandboxclaims": 10, "PUT sandboxclaims/status": 10, "PATCH sandboxes": 11, "PATCH pods": 10,
 		"POST sandboxes": 10, "POST pods": 10, "PATCH sandboxes/status": 20, "PATCH pods/status": 10, "POST pods/binding": 10,
-		"PUT leases": 7,
+		"PUT leases": 7, "POST events": 40, "DELETE sandboxclaims": 10, "DELETE sandboxes": 10, "DELETE pods": 10,
 	}}
 	r.splitWrites()
-	if r.ClientWrites != 1 || r.ClaimPathWrites != 3.1 || r.RefillWrites != 6 || r.WritesPerClaim != 10.1 {
-		t.Errorf("split = client %v claim %v refill %v total %v", r.ClientWrites, r.ClaimPathWrites, r.RefillWrites, r.WritesPerClaim)
+	if r.ClientWrites != 2 || r.ClaimPathWrites != 3.1 || r.RefillWrites != 6 || r.TeardownWrites != 2 || r.EventWrites != 4 || r.WritesPerClaim != 17.1 {
+		t.Errorf("split = client %v claim %v refill %v teardown %v events %v total %v",
+			r.ClientWrites, r.ClaimPathWrites, r.RefillWrites, r.TeardownWrites, r.EventWrites, r.WritesPerClaim)
 	}
 }
 
