@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -256,3 +257,40 @@ func TestEnvRejectedByPolicy(t *testing.T) {
 }
 
 func errorf(format string, args ...any) error { return &testErr{msg: sprintf(format, args...)} }
+
+// Success events are off by default (each is a write on the hot path) and
+// available on request; failure events are always on.
+func TestSuccessEventsOptIn(t *testing.T) {
+	opts := defaults()
+	opts.ClaimSuccessEvents = true
+	w := newWorld(t, opts)
+	w.readyPool("pool", 1, nil)
+	w.claim("warm", "pool", nil)
+	w.waitReady("warm")
+	w.claim("cold", "pool", func(c *extv1beta1.SandboxClaim) {
+		c.Spec.VolumeClaimTemplates = nil
+		c.Spec.Env = nil
+	})
+	w.waitReady("cold")
+	exttest.Eventually(t, wait, func() error { return (eventsList{}).expect(w, "SandboxClaim", "warm", "SandboxAdopted") })
+	exttest.Eventually(t, wait, func() error {
+		err := (eventsList{}).expect(w, "SandboxClaim", "cold", "SandboxProvisioned")
+		if err != nil {
+			return (eventsList{}).expect(w, "SandboxClaim", "cold", "SandboxAdopted") // the refill may have been Ready first
+		}
+		return nil
+	})
+}
+
+func TestNoSuccessEventsByDefault(t *testing.T) {
+	w := newWorld(t, defaults())
+	w.readyPool("pool", 1, nil)
+	w.claim("warm", "pool", nil)
+	w.waitReady("warm")
+	exttest.Consistently(t, time.Second, func() error {
+		if (eventsList{}).expect(w, "SandboxClaim", "warm", "SandboxAdopted") == nil {
+			t.Fatal("SandboxAdopted emitted without ClaimSuccessEvents")
+		}
+		return nil
+	})
+}

@@ -1,11 +1,23 @@
 package extensions_test
 
 import (
+	"os"
 	"testing"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 )
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) {
+	// EXT_TEST_LOG=<file> writes the controllers' debug logs there.
+	if path := os.Getenv("EXT_TEST_LOG"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapLevel(1))))
+		}
+	}
+	testenv.Main(m, &env)
+}

@@ -214,6 +214,11 @@ func runBurst(t *testing.T, midBurst func()) {
 			total, created, unknown, len(members), 3*poolSize, poolSize)
 	}
 	t.Logf("warm=%d cold=%d sandbox creates=%d (restarted=%v); writes: %s", warm, cold, created, restarted.Load(), codeSummary(writes.Writes()))
+	for _, w := range writes.Writes() {
+		if w.Verb == "delete" {
+			t.Logf("unexpected delete: %+v", w)
+		}
+	}
 }
 
 // TestRaceBurst200ClaimsVsPoolOf100: 200 claims at once against a Ready

@@ -166,6 +166,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var errs []error
 	var requeue []time.Duration
 
+	// Whether every earlier create and delete had been observed must be
+	// read before the members are listed: an event arriving between the
+	// two would satisfy the expectations while the list still lacks the
+	// Sandbox it reports, and the pass would create it a second time.
+	observed := r.exp.Satisfied(key)
 	items, err := r.listMembers(ctx, &pool)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -227,7 +232,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case total < desired && ti != nil && hold > 0:
 		requeue = append(requeue, hold)
 	case total < desired && ti != nil:
-		created, wait, err := r.createDeficit(ctx, key, &pool, ti, min(desired-total, r.opts.MaxBatchSize), now)
+		created, wait, err := r.createDeficit(ctx, key, &pool, ti, min(desired-total, r.opts.MaxBatchSize), now, observed)
 		// The new members exist now; counting them at once saves the
 		// status write that would report the intermediate count.
 		current += created
@@ -236,7 +241,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		requeue = append(requeue, wait)
 	case current > desired:
-		deleted, wait, err := r.deleteExcess(ctx, key, &pool, active, min(current-desired, r.opts.MaxBatchSize))
+		deleted, wait, err := r.deleteExcess(ctx, key, &pool, active, min(current-desired, r.opts.MaxBatchSize), observed)
 		current -= len(deleted)
 		for _, sb := range deleted {
 			if isReady(sb) {
@@ -280,13 +285,20 @@ func (r *Reconciler) template(ctx context.Context, pool *extv1beta1.SandboxWarmP
 	return newTemplateInfo(&tmpl), nil
 }
 
-// createDeficit creates up to n members, if the refill rate and the
-// expectations gate allow, and returns when to look again.
-func (r *Reconciler) createDeficit(ctx context.Context, key string, pool *extv1beta1.SandboxWarmPool, ti *templateInfo, n int, now time.Time) (int, time.Duration, error) {
+// createDeficit creates up to n members, if every earlier write had been
+// observed when the members were listed and the refill rate allows, and
+// returns how many it created and when to look again.
+func (r *Reconciler) createDeficit(ctx context.Context, key string, pool *extv1beta1.SandboxWarmPool, ti *templateInfo, n int, now time.Time, observed bool) (int, time.Duration, error) {
+	if !observed {
+		// The member count may predate our own writes; their watch
+		// events wake us again.
+		return 0, gateFallback, nil
+	}
 	granted, tokenWait := r.shaper.grant(key, n, now)
 	if granted == 0 {
 		return 0, tokenWait, nil
 	}
+	// Atomically re-checked and raised, in case another pass raced us.
 	if !r.exp.TryExpectCreations(key, granted) {
 		// Our earlier creates or deletes are not in the cache yet, so the
 		// member count above may be stale. Their watch events wake us.
@@ -311,14 +323,14 @@ func (r *Reconciler) createDeficit(ctx context.Context, key string, pool *extv1b
 		r.event(pool, corev1.EventTypeWarning, ReasonFailedCreate, "Creating", err.Error())
 		return created, 0, err
 	}
-	log.FromContext(ctx).V(1).Info("created members", "count", created)
+	log.FromContext(ctx).V(1).Info("created members", "count", created, "deficit", n)
 	return created, 0, nil
 }
 
-// deleteExcess deletes n members, unready first then newest first, once
-// every earlier write has been observed.
-func (r *Reconciler) deleteExcess(ctx context.Context, key string, pool *extv1beta1.SandboxWarmPool, active []*sandboxv1beta1.Sandbox, n int) ([]*sandboxv1beta1.Sandbox, time.Duration, error) {
-	if !r.exp.Satisfied(key) {
+// deleteExcess deletes n members, unready first then newest first, if
+// every earlier write had been observed when the members were listed.
+func (r *Reconciler) deleteExcess(ctx context.Context, key string, pool *extv1beta1.SandboxWarmPool, active []*sandboxv1beta1.Sandbox, n int, observed bool) ([]*sandboxv1beta1.Sandbox, time.Duration, error) {
+	if !observed || !r.exp.Satisfied(key) {
 		return nil, gateFallback, nil
 	}
 	victims := slices.Clone(active)
@@ -331,6 +343,7 @@ func (r *Reconciler) deleteExcess(ctx context.Context, key string, pool *extv1be
 		}
 		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time)
 	})
+	log.FromContext(ctx).V(1).Info("deleting excess members", "count", n, "members", len(active), "desired", pool.DesiredReplicas())
 	deleted, _, err := r.deleteMembers(ctx, key, pool, victims[:n])
 	if err != nil {
 		r.event(pool, corev1.EventTypeWarning, ReasonFailedDelete, "Deleting", err.Error())

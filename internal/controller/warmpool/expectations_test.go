@@ -121,3 +121,56 @@ func TestAdoptedMemberRecognised(t *testing.T) {
 		t.Fatal("an unowned sandbox counted as a pool create")
 	}
 }
+
+// hookLister runs hook right after each Sandbox List: the moment a watch
+// event can slip in between listing the members and acting on the count.
+type hookLister struct {
+	client.Client
+	hook func()
+}
+
+func (h hookLister) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := h.Client.List(ctx, list, opts...)
+	if _, ok := list.(*sandboxv1beta1.SandboxList); ok && h.hook != nil {
+		h.hook()
+	}
+	return err
+}
+
+// TestExpectationsReadBeforeListing is the race found by the 200-claim
+// burst: the event of our last create arrives after the List (which
+// misses that Sandbox) but before the gate is checked. The gate must be
+// read before listing, or the pass creates the same member twice.
+func TestExpectationsReadBeforeListing(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.create(exttest.NewTemplate(f.ns, "tmpl"), exttest.NewPool(f.ns, "p", "tmpl", 2))
+	f.converge("p")
+	key := f.key("p")
+
+	// One create of ours is in flight; the (stale) list does not show it,
+	// and its event lands right after the List.
+	f.r.exp.TryExpectCreations(key, 1)
+	r := NewReconciler(hookLister{Client: staleOne{f.c}, hook: func() { f.r.exp.CreationObserved(key) }}, nil, Options{})
+	r.exp = f.r.exp
+	before := f.creates()
+	if _, err := r.Reconcile(context.Background(), reqFor(f.ns, "p")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.creates() - before; got != 0 {
+		t.Fatalf("created %d sandboxes from a list that predates our own create", got)
+	}
+}
+
+// staleOne drops one member from every Sandbox List: the cache has not
+// shown our latest create yet.
+type staleOne struct{ client.Client }
+
+func (s staleOne) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := s.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if l, ok := list.(*sandboxv1beta1.SandboxList); ok && len(l.Items) > 0 {
+		l.Items = l.Items[1:]
+	}
+	return nil
+}

@@ -40,10 +40,13 @@ func poolControlled(sb *sandboxv1beta1.Sandbox, pool *extv1beta1.SandboxWarmPool
 }
 
 // listMembers returns the Sandboxes labelled as members of pool, through
-// the label index rather than a namespace-wide List.
+// the label index rather than a namespace-wide List. The items share memory
+// with the informer cache (a pool of thousands is listed on every pass, and
+// Sandboxes carry whole pod specs): they are read-only, and anything that
+// writes works on a DeepCopy.
 func (r *Reconciler) listMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool) ([]sandboxv1beta1.Sandbox, error) {
 	var list sandboxv1beta1.SandboxList
-	if err := r.client.List(ctx, &list, client.InNamespace(pool.Namespace),
+	if err := r.client.List(ctx, &list, client.InNamespace(pool.Namespace), client.UnsafeDisableDeepCopy,
 		client.MatchingFields{index.SandboxWarmPool: labels.NameHash(pool.Name)}); err != nil {
 		return nil, fmt.Errorf("listing sandboxes of SandboxWarmPool %q: %w", pool.Name, err)
 	}
@@ -121,9 +124,12 @@ func (r *Reconciler) adoptOrphan(ctx context.Context, pool *extv1beta1.SandboxWa
 	if err != nil {
 		return fmt.Errorf("encoding adoption patch: %w", err)
 	}
-	if err := r.client.Patch(ctx, sb, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.client.Patch(ctx, sb.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
 		return fmt.Errorf("adopting orphan sandbox %q into SandboxWarmPool %q: %w", sb.Name, pool.Name, err)
 	}
+	// Count it as the pool's for the rest of the pass (a new slice: the
+	// listed item shares its old one with the cache).
+	sb.OwnerReferences = refs
 	log.FromContext(ctx).V(1).Info("adopted orphan sandbox", "sandbox", sb.Name)
 	return nil
 }
@@ -139,7 +145,7 @@ func (r *Reconciler) patchLabels(ctx context.Context, sb *sandboxv1beta1.Sandbox
 	if err != nil {
 		return fmt.Errorf("encoding label patch: %w", err)
 	}
-	if err := r.client.Patch(ctx, sb, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.client.Patch(ctx, sb.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
 		return fmt.Errorf("labelling sandbox %q: %w", sb.Name, err)
 	}
 	return nil
