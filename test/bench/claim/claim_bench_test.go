@@ -285,6 +285,22 @@ func runOnce(b *testing.B, s scenario, mgrWrites, kubeletWrites *exttest.WriteCo
 		}
 	}
 	r.claimPath, r.refill = exttest.SplitClaimPath(writes, adoptedAt)
+	// Status writes of claims that went cold are the cold path's, not the
+	// warm claim path's.
+	warmClaim := map[string]bool{}
+	for _, cl := range claims.Items {
+		if cl.Status.SandboxStatus.Name != cl.Name {
+			warmClaim[cl.Name] = true
+		}
+	}
+	kept := r.claimPath[:0]
+	for _, w := range r.claimPath {
+		if strings.HasPrefix(w.Resource, "sandboxclaims") && !warmClaim[w.Name] {
+			continue
+		}
+		kept = append(kept, w)
+	}
+	r.claimPath = kept
 	r.claimPathByRes = exttest.Summary(r.claimPath) + "; refill: " + exttest.Summary(r.refill)
 	// Stop refilling this namespace before the next run.
 	_ = c.DeleteAllOf(ctx, &extv1beta1.SandboxWarmPool{}, client.InNamespace(ns))
