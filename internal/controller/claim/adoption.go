@@ -202,12 +202,13 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1beta1.SandboxClaim, 
 //   - labels: pool membership and template hashes removed (the pool no
 //     longer counts it, the Sandbox controller drops the pool label from
 //     the Pod), launch-type=warm, claim-uid, created-by from the claim;
-//   - annotations: pod-name (clients read it as soon as the claim is Ready)
-//     and the claim's trace context.
+//   - annotations: pod-name (clients read it as soon as the claim is Ready),
+//     the claim's trace context, and the pool's safe-to-evict mark removed.
 //
 // The pod template (spec) is only touched when the Pod's user-visible
-// metadata must change (claim metadata, a template metadata edit, the
-// pool's safe-to-evict), because a spec change bumps the generation.
+// metadata must change (claim metadata, a template metadata edit, a
+// safe-to-evict an older pool controller put in the pod template), because
+// a spec change bumps the generation, which costs a status write.
 func adoptionPatch(claim *extv1beta1.SandboxClaim, cand *sandboxv1beta1.Sandbox, src *warmSource) ([]byte, error) {
 	ls := map[string]any{
 		labels.WarmPoolSandbox:        nil,
@@ -227,6 +228,12 @@ func adoptionPatch(claim *extv1beta1.SandboxClaim, cand *sandboxv1beta1.Sandbox,
 		ls[labels.SandboxTemplateRefHash] = refHash
 	}
 	as := map[string]any{labels.PodName: cand.Name}
+	if cand.Annotations[labels.SafeToEvict] == "true" {
+		// The pool's mark: the Sandbox controller stops copying it to the
+		// Pod as soon as the pool lets go; removing it keeps the claimed
+		// Sandbox honest for anyone who reads it.
+		as[labels.SafeToEvict] = nil
+	}
 	if tc, ok := claim.Annotations[labels.TraceContext]; ok {
 		as[labels.TraceContext] = tc
 	}

@@ -26,10 +26,10 @@ func warmMember(name string) *sandboxv1beta1.Sandbox {
 			labels.WarmPoolSandbox: labels.NameHash("pool"), labels.SandboxTemplateRefHash: labels.NameHash("tmpl"),
 			labels.SandboxTemplateHash: "aaaa", labels.SandboxPodTemplateHash: "bbbb", labels.LaunchType: "warm", labels.CreatedBy: "controller",
 		},
+		Annotations: map[string]string{labels.SandboxTemplateRef: "tmpl", labels.SafeToEvict: "true"},
 	}}
 	sb.Spec.PodTemplate.ObjectMeta = sandboxv1beta1.PodMetadata{
-		Labels:      map[string]string{"team": "a", labels.WarmPoolSandbox: labels.NameHash("pool")},
-		Annotations: map[string]string{labels.SafeToEvict: "true"},
+		Labels: map[string]string{"team": "a", labels.WarmPoolSandbox: labels.NameHash("pool")},
 	}
 	return sb
 }
@@ -78,7 +78,7 @@ func TestAdoptionPatchMetadata(t *testing.T) {
 	claim.Labels = map[string]string{labels.CreatedBy: "python-client"}
 	claim.Annotations = map[string]string{labels.TraceContext: `{"traceparent":"00-x"}`}
 	sb := warmMember("pool-abcde")
-	sb.Annotations = map[string]string{labels.PodName: "stale"}
+	sb.Annotations[labels.PodName] = "stale"
 	b, err := adoptionPatch(claim, sb, &warmSource{tmpl: tmplWithMeta(map[string]string{"team": "a"}, nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -109,24 +109,47 @@ func TestAdoptionPatchMetadata(t *testing.T) {
 	if *m.Annotations[labels.PodName] != "pool-abcde" || *m.Annotations[labels.TraceContext] != `{"traceparent":"00-x"}` {
 		t.Errorf("annotations = %v", m.Annotations)
 	}
-	// The pool's safe-to-evict must go; that needs the pod template.
-	if p.Spec == nil || p.Spec.PodTemplate.Metadata.Annotations[labels.SafeToEvict] != nil {
-		t.Fatalf("safe-to-evict not removed: %s", b)
+	// The pool's safe-to-evict mark goes with the metadata; the pod
+	// template stays as it is, so the generation does not move.
+	if v, ok := m.Annotations[labels.SafeToEvict]; !ok || v != nil {
+		t.Errorf("safe-to-evict mark not removed: %s", b)
+	}
+	if p.Spec != nil {
+		t.Errorf("spec touched (a generation bump, so one more status write): %s", b)
+	}
+}
+
+// A warm Sandbox created by an older pool controller carries the mark in
+// its pod template; adoption still removes it there.
+func TestAdoptionPatchRemovesLegacyPodTemplateSafeToEvict(t *testing.T) {
+	sb := warmMember("pool-abcde")
+	delete(sb.Annotations, labels.SafeToEvict)
+	sb.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{labels.SafeToEvict: "true"}
+	b, err := adoptionPatch(testClaim(), sb, &warmSource{tmpl: tmplWithMeta(map[string]string{"team": "a"}, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := decode(t, b)
+	if p.Spec == nil {
+		t.Fatalf("legacy safe-to-evict not removed: %s", b)
 	}
 	if v, ok := p.Spec.PodTemplate.Metadata.Annotations[labels.SafeToEvict]; !ok || v != nil {
-		t.Fatalf("safe-to-evict not removed: %s", b)
+		t.Fatalf("legacy safe-to-evict not removed: %s", b)
 	}
 }
 
 func TestAdoptionPatchLeavesSpecAloneWhenNothingVisibleChanges(t *testing.T) {
 	sb := warmMember("pool-abcde")
-	delete(sb.Spec.PodTemplate.ObjectMeta.Annotations, labels.SafeToEvict) // eviction flag off
+	delete(sb.Annotations, labels.SafeToEvict) // eviction flag off
 	b, err := adoptionPatch(testClaim(), sb, &warmSource{tmpl: tmplWithMeta(map[string]string{"team": "a"}, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := decode(t, b); p.Spec != nil {
 		t.Fatalf("spec touched (a generation bump) although the Pod's metadata stays: %s", b)
+	}
+	if _, ok := decode(t, b).Metadata.Annotations[labels.SafeToEvict]; ok {
+		t.Errorf("safe-to-evict written although the Sandbox has none: %s", b)
 	}
 	// created-by is removed when the claim has none.
 	if p := decode(t, b); p.Metadata.Labels[labels.CreatedBy] != nil {
@@ -155,7 +178,7 @@ func TestAdoptionPatchSafeToEvict(t *testing.T) {
 				claim.Spec.AdditionalPodMetadata.Annotations = map[string]string{labels.SafeToEvict: c.claimSE}
 			}
 			sb := warmMember("s")
-			sb.Spec.PodTemplate.ObjectMeta.Annotations[labels.SafeToEvict] = c.current
+			sb.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{labels.SafeToEvict: c.current}
 			if c.tmpl != nil {
 				c.tmpl.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{"team": "a"}
 			}

@@ -75,6 +75,11 @@ func TestColdKeepsExplicitAutomount(t *testing.T) {
 func TestWarmAdoption(t *testing.T) {
 	w := newWorld(t, defaults())
 	w.readyPool("pool", 2, nil)
+	for _, m := range w.sandboxes() {
+		if got := w.pod(m.Name).Annotations[labels.SafeToEvict]; got != "true" {
+			t.Errorf("warm pod %s: safe-to-evict = %q, want \"true\"", m.Name, got)
+		}
+	}
 	w.writes.Reset()
 	claim := w.claim("c1", "pool", nil)
 	sb := w.waitReady("c1")
@@ -118,7 +123,26 @@ func TestWarmAdoption(t *testing.T) {
 	if len(adoption) != 1 || len(claimWrites) != 1 || claimWrites[0].Resource != "sandboxclaims/status" {
 		t.Errorf("claim path writes: adoption %v, claim %v", adoption, claimWrites)
 	}
-	t.Logf("Sandbox controller writes for the adopted sandbox: %s", exttest.Summary(other))
+	// The Sandbox controller's share: one Pod relabel (pool label and
+	// safe-to-evict out). The same reconcile would write the Sandbox status
+	// right after it if adoption had bumped the generation; give it time.
+	time.Sleep(500 * time.Millisecond)
+	other = other[:0]
+	for _, x := range w.writes.Writes() {
+		if x.Name == sb.Name && x.Resource != "sandboxes" && !strings.HasPrefix(x.Resource, "sandboxclaims") && x.Resource != "events" ||
+			x.Resource == "sandboxes/status" && x.Name == sb.Name {
+			other = append(other, x)
+		}
+	}
+	if len(other) != 1 || other[0].Resource != "pods" || other[0].Verb != "patch" {
+		t.Errorf("Sandbox controller writes for the adopted sandbox: %s, want one Pod patch", exttest.Summary(other))
+	}
+	if got := w.mustSandbox(sb.Name); got.Generation != 1 {
+		t.Errorf("adoption bumped the generation to %d", got.Generation)
+	}
+	if _, ok := w.mustSandbox(sb.Name).Annotations[labels.SafeToEvict]; ok {
+		t.Error("the claimed Sandbox still carries the pool's safe-to-evict mark")
+	}
 }
 
 func TestMissingPoolThenTemplateRecover(t *testing.T) {

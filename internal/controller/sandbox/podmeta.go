@@ -39,10 +39,28 @@ func extensionLabels(sb *sandboxv1beta1.Sandbox) map[string]string {
 	return out
 }
 
+// podAnnotations returns the user annotations a Pod of sb carries: the pod
+// template's, plus the cluster autoscaler's safe-to-evict "true" while a
+// SandboxWarmPool controls sb and marked sb itself with it. The pool puts
+// that mark on the Sandbox instead of its pod template so that adoption can
+// drop it with a metadata patch (no generation bump, so no status write);
+// listing it in the tracking annotation makes the next metadata pass remove
+// it from the Pod once the pool lets go. A template value always wins.
+func podAnnotations(sb *sandboxv1beta1.Sandbox) map[string]string {
+	a := userKeys(sb.Spec.PodTemplate.ObjectMeta.Annotations)
+	if _, set := a[labels.SafeToEvict]; set || sb.Annotations[labels.SafeToEvict] != "true" {
+		return a
+	}
+	if gk, ok := extensionOwner(sb); ok && gk.Kind == "SandboxWarmPool" {
+		a[labels.SafeToEvict] = "true"
+	}
+	return a
+}
+
 // newPodMetadata returns the labels and annotations of a Pod created for sb.
 func newPodMetadata(sb *sandboxv1beta1.Sandbox) (map[string]string, map[string]string) {
 	tmplLabels := userKeys(sb.Spec.PodTemplate.ObjectMeta.Labels)
-	tmplAnns := userKeys(sb.Spec.PodTemplate.ObjectMeta.Annotations)
+	tmplAnns := podAnnotations(sb)
 	l := maps.Clone(tmplLabels)
 	if l == nil {
 		l = map[string]string{}
@@ -89,7 +107,7 @@ func podMetadataPatch(sb *sandboxv1beta1.Sandbox, podLabels, podAnns map[string]
 		}
 	}
 	tmplLabels := userKeys(sb.Spec.PodTemplate.ObjectMeta.Labels)
-	tmplAnns := userKeys(sb.Spec.PodTemplate.ObjectMeta.Annotations)
+	tmplAnns := podAnnotations(sb)
 
 	for k, v := range tmplLabels {
 		set(lp, podLabels, k, v)

@@ -131,3 +131,58 @@ func TestMergeVolumeClaimVolumes(t *testing.T) {
 		t.Errorf("conflicting template volume not replaced: %+v", got[1])
 	}
 }
+
+// The pool's safe-to-evict mark reaches the Pod only while a pool controls
+// the Sandbox, and leaves it with the adoption's relabel patch.
+func TestSafeToEvictMarkFollowsPoolOwnership(t *testing.T) {
+	const poolAPI = "extensions.agents.x-k8s.io/v1beta1"
+	marked := func(kind string, tmplValue string) *sandboxv1beta1.Sandbox {
+		b := makeSandbox("ns", "s")
+		if tmplValue != "" {
+			b = b.podAnnotations(labels.SafeToEvict, tmplValue)
+		}
+		sb := b.obj()
+		sb.Annotations = map[string]string{labels.SafeToEvict: "true"}
+		if kind != "" {
+			sb = ownedByKind(sb, poolAPI, kind)
+		}
+		return sb
+	}
+	cases := []struct {
+		name string
+		sb   *sandboxv1beta1.Sandbox
+		want string // "" = absent
+	}{
+		{"pool owned", marked("SandboxWarmPool", ""), "true"},
+		{"claim owned", marked("SandboxClaim", ""), ""},
+		{"standalone", marked("", ""), ""},
+		{"template value wins", marked("SandboxWarmPool", "false"), "false"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, a := newPodMetadata(tc.sb)
+			if got := a[labels.SafeToEvict]; got != tc.want {
+				t.Errorf("safe-to-evict = %q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	// A warm Pod carries the mark; once a claim owns the Sandbox the next
+	// metadata pass deletes it and rewrites the tracking annotation.
+	l, a := newPodMetadata(marked("SandboxWarmPool", ""))
+	if a[labels.PropagatedAnnotations] != labels.SafeToEvict {
+		t.Fatalf("tracking annotation = %q", a[labels.PropagatedAnnotations])
+	}
+	_, ap := podMetadataPatch(marked("SandboxClaim", ""), l, a)
+	if v, ok := ap[labels.SafeToEvict]; !ok || v != nil {
+		t.Errorf("adopted Pod keeps safe-to-evict: patch %v", ap)
+	}
+	if v := ap[labels.PropagatedAnnotations]; v == nil || *v != "" {
+		t.Errorf("tracking annotation not cleared: %v", v)
+	}
+	// A template-supplied value is not the pool's to remove.
+	l, a = newPodMetadata(marked("SandboxWarmPool", "true"))
+	if _, ap := podMetadataPatch(marked("SandboxClaim", "true"), l, a); len(ap) != 0 {
+		t.Errorf("template safe-to-evict touched: %v", ap)
+	}
+}

@@ -68,11 +68,12 @@ func buildSandbox(pool *extv1beta1.SandboxWarmPool, ti *templateInfo, enableEvic
 	}
 	if _, set := meta.Annotations[labels.SafeToEvict]; !set && enableEviction {
 		// An idle warm pod is cheap to recreate, so let the cluster
-		// autoscaler drain its node. Adoption removes it again.
-		if meta.Annotations == nil {
-			meta.Annotations = map[string]string{}
-		}
-		meta.Annotations[labels.SafeToEvict] = "true"
+		// autoscaler drain its node. The mark sits on the Sandbox's own
+		// metadata, not in its pod template: the Sandbox controller copies
+		// it to the Pod only while a pool controls the Sandbox, so adoption
+		// drops it with a metadata patch instead of a spec change (which
+		// would bump the generation and cost one more status write).
+		sb.Annotations[labels.SafeToEvict] = "true"
 	}
 	template.ApplySandboxSecureDefaults(tmpl, &sb.Spec.PodTemplate.Spec)
 	return sb

@@ -88,13 +88,14 @@ func TestEvictionAnnotationMatrix(t *testing.T) {
 		name     string
 		flag     bool
 		template *string
-		want     *string
+		poolMark bool // safe-to-evict "true" on the Sandbox's metadata
 	}{
-		{"flag on, template silent", true, nil, ptr.To("true")},
-		{"flag off, template silent", false, nil, nil},
-		{"flag on, template false", true, ptr.To("false"), ptr.To("false")},
-		{"flag off, template true", false, ptr.To("true"), ptr.To("true")},
-		{"flag off, template false", false, ptr.To("false"), ptr.To("false")},
+		{"flag on, template silent", true, nil, true},
+		{"flag off, template silent", false, nil, false},
+		{"flag on, template false", true, ptr.To("false"), false},
+		{"flag on, template true", true, ptr.To("true"), false},
+		{"flag off, template true", false, ptr.To("true"), false},
+		{"flag off, template false", false, ptr.To("false"), false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,9 +104,13 @@ func TestEvictionAnnotationMatrix(t *testing.T) {
 				tmpl.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{labels.SafeToEvict: *c.template}
 			}
 			sb := buildSandbox(testPool(), newTemplateInfo(tmpl), c.flag)
+			// An explicit template value stays in the pod template and wins.
 			v, ok := sb.Spec.PodTemplate.ObjectMeta.Annotations[labels.SafeToEvict]
-			if (c.want == nil) == ok || (ok && v != *c.want) {
-				t.Errorf("safe-to-evict = %q (set %v), want %v", v, ok, ptr.Deref(c.want, "<unset>"))
+			if (c.template == nil) == ok || (ok && v != *c.template) {
+				t.Errorf("pod template safe-to-evict = %q (set %v), want %v", v, ok, ptr.Deref(c.template, "<unset>"))
+			}
+			if got := sb.Annotations[labels.SafeToEvict] == "true"; got != c.poolMark {
+				t.Errorf("Sandbox safe-to-evict mark = %v, want %v (annotations %v)", got, c.poolMark, sb.Annotations)
 			}
 		})
 	}
