@@ -9,20 +9,15 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/template"
 	"github.com/agent-sandbox/agent-sandbox/internal/labels"
 )
@@ -45,19 +40,7 @@ type fixture struct {
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
 	f := &fixture{t: t, writes: &exttest.WriteCounter{}}
-	cfg := f.writes.Wrap(rest.CopyConfig(env.Config))
-	cfg.QPS, cfg.Burst = -1, 1000
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
-		t.Fatal(err)
-	}
+	mgr := exttest.NewPassManager(t, env, f.writes)
 	f.cached = mgr.GetClient()
 	// The interceptor reads f.funcs at call time, so tests can set it late.
 	c := interceptor.NewClient(noWatch{mgr.GetClient()}, interceptor.Funcs{
@@ -98,12 +81,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 		Watches(&sandboxv1beta1.Sandbox{}, f.r.candidateFeeder()).Complete(noop); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	mgr.Run()
 	f.ns = exttest.Namespace(t, env.Client, "claimfx")
 	return f
 }
