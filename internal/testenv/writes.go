@@ -18,6 +18,8 @@ type Write struct {
 	Resource string // e.g. sandboxes, sandboxes/status, pods/binding
 	Name     string // object name ("" for collection creates)
 	Code     int    // HTTP status (0 when the request failed in transport)
+	// Took is the round trip: from sending the request to its response.
+	Took time.Duration
 }
 
 // WriteCounter records every write request (POST, PUT, PATCH, DELETE) sent
@@ -70,7 +72,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	res, name := parsePath(req.URL.Path)
 	t.c.mu.Lock()
-	t.c.writes = append(t.c.writes, Write{At: at, Verb: verb, Resource: res, Name: name, Code: code})
+	t.c.writes = append(t.c.writes, Write{At: at, Verb: verb, Resource: res, Name: name, Code: code, Took: time.Since(at)})
 	t.c.mu.Unlock()
 	return resp, err
 }

@@ -311,6 +311,7 @@ func runOnce(b *testing.B, s scenario, mgrWrites, kubeletWrites *exttest.WriteCo
 	}
 	r.claimPath = kept
 	r.claimPathByRes = exttest.Summary(r.claimPath) + "; refill: " + exttest.Summary(r.refill)
+	b.Logf("where a warm claim's time goes: %s", breakdown(claims.Items, writes, started, ready))
 	// Stop refilling this namespace before the next run.
 	_ = c.DeleteAllOf(ctx, &extv1beta1.SandboxWarmPool{}, client.InNamespace(ns))
 	if strings.Contains(os.Getenv("BENCH_VERBOSE"), "1") {
@@ -353,4 +354,50 @@ func profileAPIServer(b *testing.B, s scenario) <-chan struct{} {
 		b.Logf("apiserver CPU profile (%ds): %s", seconds, out)
 	}()
 	return done
+}
+
+// breakdown splits each warm claim's latency into the steps of its critical
+// path, from the client's create to its watch seeing Ready: the controller
+// reacting (watch delivery and queueing up to the adoption patch), the
+// adoption patch round trip, the gap to the claim status write, that
+// write's round trip, and the delivery of the result to the client.
+func breakdown(claims []extv1beta1.SandboxClaim, writes []exttest.Write, started, ready map[string]time.Time) string {
+	adopt := map[string]exttest.Write{}
+	status := map[string]exttest.Write{}
+	for _, w := range writes {
+		switch {
+		case w.Resource == "sandboxes" && w.Verb == "patch":
+			if _, ok := adopt[w.Name]; !ok {
+				adopt[w.Name] = w
+			}
+		case w.Resource == "sandboxclaims/status":
+			if _, ok := status[w.Name]; !ok {
+				status[w.Name] = w
+			}
+		}
+	}
+	var react, patch, gap, write, deliver []time.Duration
+	for _, cl := range claims {
+		sb := cl.Status.SandboxStatus.Name
+		a, okA := adopt[sb]
+		st, okS := status[cl.Name]
+		t0, t1 := started[cl.Name], ready[cl.Name]
+		if sb == cl.Name || !okA || !okS || t0.IsZero() || t1.IsZero() {
+			continue
+		}
+		react = append(react, a.At.Sub(t0))
+		patch = append(patch, a.Took)
+		gap = append(gap, st.At.Sub(a.At.Add(a.Took)))
+		write = append(write, st.Took)
+		deliver = append(deliver, t1.Sub(st.At.Add(st.Took)))
+	}
+	var parts []string
+	for _, step := range []struct {
+		name string
+		d    []time.Duration
+	}{{"react", react}, {"adopt-patch", patch}, {"to-status", gap}, {"status-write", write}, {"deliver", deliver}} {
+		sum := bench.Summarize(step.d)
+		parts = append(parts, fmt.Sprintf("%s p50 %s p99 %s", step.name, sum.P50.Round(100*time.Microsecond), sum.P99.Round(100*time.Microsecond)))
+	}
+	return strings.Join(parts, "; ")
 }
