@@ -65,10 +65,11 @@ test-e2e: deps images
 	AGENT_SANDBOX_E2E_DOWN=$(if $(CI),1,0) $(GO) test -count=1 -p 1 -timeout 30m ./test/e2e/
 
 ## images: every image as an OCI tarball in ~/.cache/agent-sandbox/images:
-## sandbox runtimes (sandboxd, python-runtime) and the platform (controller, router).
+## sandbox runtimes (sandboxd, python-runtime), the examples' (jupyterlab,
+## chrome) and the platform (controller, router). Unchanged ones are skipped.
 .PHONY: images
 images:
-	$(GO) run ./hack/mkimages
+	$(GO) run ./hack/mkimages -examples
 	$(GO) run ./hack/mkplatformimages
 
 ## release-manifests: dist/sandbox.yaml, dist/extensions.yaml, dist/sandbox-with-extensions.yaml.

@@ -1,9 +1,11 @@
 // Command mkimages builds the runtime images (sandboxd, python-runtime) as
 // reproducible image archives under
 // ${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox}/images/, ready for
-// `ctr -n k8s.io images import`. Run from the repository root:
+// `ctr -n k8s.io images import`; with -examples also the images of
+// examples/jupyterlab and examples/chrome. Archives whose inputs did not
+// change are left alone. Run from the repository root:
 //
-//	go run ./hack/mkimages [-repo localhost/agent-sandbox] [-tag dev] [image...]
+//	go run ./hack/mkimages [-repo localhost/agent-sandbox] [-tag dev] [-examples] [image...]
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/images"
@@ -38,13 +41,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 	repo := fs.String("repo", "localhost/agent-sandbox", "image name prefix")
 	tag := fs.String("tag", "dev", "image tag")
 	module := fs.String("module", ".", "root of the agent-sandbox Go module")
-	verbose := fs.Bool("v", false, "show debootstrap and apt-get output")
+	verbose := fs.Bool("v", false, "show debootstrap, apt-get and pip output")
+	examples := fs.Bool("examples", false, fmt.Sprintf("also build the example images %v", catalog.Examples))
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mkimages [flags] [image...]\nimages: %v (default: all)\n", catalog.Names)
+		fmt.Fprintf(stderr, "usage: mkimages [flags] [image...]\nimages: %v (default: %v)\n", catalog.All, catalog.Names)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	names := fs.Args()
+	if *examples {
+		if len(names) == 0 {
+			names = append(names, catalog.Names...)
+		}
+		for _, n := range catalog.Examples {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
 	}
 	moduleDir, err := filepath.Abs(*module)
 	if err != nil {
@@ -59,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	built, err := catalog.Build(ctx, catalog.Options{ModuleDir: moduleDir, CacheDir: *cache, Repo: *repo, Tag: *tag, Log: log}, fs.Args()...)
+	built, err := catalog.Build(ctx, catalog.Options{ModuleDir: moduleDir, CacheDir: *cache, Repo: *repo, Tag: *tag, Log: log}, names...)
 	for _, b := range built {
 		fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\n", b.Name, b.Ref, b.Digest, b.Path)
 	}

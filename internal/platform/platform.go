@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/images/catalog"
 	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 )
@@ -37,8 +38,14 @@ const DefaultPool = "python-sandbox-pool"
 // Images are the image tarballs (in <cache>/images) the platform runs.
 var Images = []string{"controller", "router", "sandboxd", "python-runtime"}
 
+// OptionalImages are imported too when their tarballs exist: the images of
+// examples/jupyterlab and examples/chrome (`go run ./hack/mkimages
+// jupyterlab chrome`).
+var OptionalImages = catalog.Examples
+
 // ImageTarballs returns the tarball paths of the platform images, or an
-// error naming the missing one and how to build it.
+// error naming the missing one and how to build it, followed by those of
+// the OptionalImages that are built.
 func ImageTarballs(cacheDir string) ([]string, error) {
 	var out []string
 	for _, name := range Images {
@@ -47,6 +54,12 @@ func ImageTarballs(cacheDir string) ([]string, error) {
 			return nil, fmt.Errorf("image %s is not built (%s missing): run `make images` first", name, p)
 		}
 		out = append(out, p)
+	}
+	for _, name := range OptionalImages {
+		p := filepath.Join(cacheDir, "images", name+".tar")
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
 	}
 	return out, nil
 }

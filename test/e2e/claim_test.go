@@ -132,51 +132,60 @@ func TestClaimFromWarmPoolRunsThroughRouter(t *testing.T) {
 	} {
 		t.Run(tc.runtimeClass, func(t *testing.T) {
 			ensurePool(t, c, tc.pool, tc.runtimeClass)
-			waitPoolReady(t, c, tc.pool)
-			claim := &extv1beta1.SandboxClaim{
-				ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "e2e-claim-"},
-				Spec:       extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: tc.pool}},
-			}
-			start := time.Now()
-			if err := c.Create(context.Background(), claim); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = c.Delete(context.Background(), claim) }()
-			var sandboxName string
-			deadline := time.Now().Add(time.Minute)
-			for time.Now().Before(deadline) {
-				cur := &extv1beta1.SandboxClaim{}
-				if err := c.Get(context.Background(), client.ObjectKeyFromObject(claim), cur); err == nil &&
-					meta.IsStatusConditionTrue(cur.Status.Conditions, "Ready") {
-					sandboxName = cur.Status.SandboxStatus.Name
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if sandboxName == "" {
-				t.Fatalf("claim never became Ready")
-			}
-			t.Logf("claim Ready after %s (observed by polling every 20 ms)", time.Since(start).Round(time.Millisecond))
-			sb := &sandboxv1beta1.Sandbox{}
-			if err := c.Get(context.Background(), types.NamespacedName{Namespace: metav1.NamespaceDefault, Name: sandboxName}, sb); err != nil {
-				t.Fatal(err)
-			}
-			if sb.Labels[labels.LaunchType] != labels.LaunchTypeWarm || !strings.HasPrefix(sandboxName, tc.pool+"-") {
-				t.Errorf("claim was not served warm: sandbox %s launch-type %q", sandboxName, sb.Labels[labels.LaunchType])
-			}
-			if ref := metav1.GetControllerOf(sb); ref == nil || ref.Kind != "SandboxClaim" || ref.UID != claim.UID {
-				t.Errorf("adopted sandbox is not controlled by the claim: %+v", sb.OwnerReferences)
-			}
-			out, code := execute(t, router, metav1.NamespaceDefault, sandboxName,
-				`python3 -c "import platform; print('python', platform.python_version(), open('/proc/version').read().strip())"`)
-			if code != 0 || !strings.HasPrefix(out, "python 3") {
-				t.Fatalf("python through the router: exit %d, %q", code, out)
-			}
-			gvisor := strings.Contains(out, "gvisor") || strings.Contains(out, "gVisor")
-			if (tc.runtimeClass == "gvisor") != gvisor {
-				t.Errorf("runtime %s reports kernel %q", tc.runtimeClass, out)
-			}
+			claimAndRunPython(t, c, router, tc.pool, tc.runtimeClass)
 			waitPoolReady(t, c, tc.pool) // refilled
 		})
+	}
+}
+
+// claimAndRunPython claims a sandbox from pool, checks it was served warm
+// and is controlled by the claim, and runs python3 in it through the router
+// under runtimeClass (gVisor shows in the kernel version). The claim is
+// deleted when the function returns.
+func claimAndRunPython(t *testing.T, c client.Client, router, pool, runtimeClass string) {
+	t.Helper()
+	waitPoolReady(t, c, pool)
+	claim := &extv1beta1.SandboxClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "e2e-claim-"},
+		Spec:       extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: pool}},
+	}
+	start := time.Now()
+	if err := c.Create(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Delete(context.Background(), claim) }()
+	var sandboxName string
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		cur := &extv1beta1.SandboxClaim{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(claim), cur); err == nil &&
+			meta.IsStatusConditionTrue(cur.Status.Conditions, "Ready") {
+			sandboxName = cur.Status.SandboxStatus.Name
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if sandboxName == "" {
+		t.Fatalf("claim never became Ready")
+	}
+	t.Logf("claim Ready after %s (observed by polling every 20 ms)", time.Since(start).Round(time.Millisecond))
+	sb := &sandboxv1beta1.Sandbox{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: metav1.NamespaceDefault, Name: sandboxName}, sb); err != nil {
+		t.Fatal(err)
+	}
+	if sb.Labels[labels.LaunchType] != labels.LaunchTypeWarm || !strings.HasPrefix(sandboxName, pool+"-") {
+		t.Errorf("claim was not served warm: sandbox %s launch-type %q", sandboxName, sb.Labels[labels.LaunchType])
+	}
+	if ref := metav1.GetControllerOf(sb); ref == nil || ref.Kind != "SandboxClaim" || ref.UID != claim.UID {
+		t.Errorf("adopted sandbox is not controlled by the claim: %+v", sb.OwnerReferences)
+	}
+	out, code := execute(t, router, metav1.NamespaceDefault, sandboxName,
+		`python3 -c "import platform; print('python', platform.python_version(), open('/proc/version').read().strip())"`)
+	if code != 0 || !strings.HasPrefix(out, "python 3") {
+		t.Fatalf("python through the router: exit %d, %q", code, out)
+	}
+	gvisor := strings.Contains(out, "gvisor") || strings.Contains(out, "gVisor")
+	if (runtimeClass == "gvisor") != gvisor {
+		t.Errorf("runtime %s reports kernel %q", runtimeClass, out)
 	}
 }

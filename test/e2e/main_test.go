@@ -17,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/images"
 	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
@@ -36,6 +38,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Tests talk to the cluster through controller-runtime clients; their
+	// own logging stays off (errors reach the tests as return values).
+	ctrllog.SetLogger(logr.Discard())
 	if err := setup(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: cannot bring up the local cluster: %v\n", err)
 		os.Exit(1)

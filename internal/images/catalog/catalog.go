@@ -2,8 +2,9 @@
 // with package images: "sandboxd" (the static daemon plus a static busybox
 // shell, workspace /workspace) and "python-runtime" (a Debian bookworm
 // root file system with python3 and sandboxd as entrypoint, working dir
-// /app like the upstream python-runtime example). Archives are written to
-// <cache>/images/<name>.tar for import into containerd.
+// /app like the upstream python-runtime example), and on request the
+// images of the examples, "jupyterlab" and "chrome" (examples.go). Archives
+// are written to <cache>/images/<name>.tar for import into containerd.
 package catalog
 
 import (
@@ -23,8 +24,17 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/images"
 )
 
-// Names lists the images this package builds, in build order.
+// Names lists the runtime images this package builds by default, in build
+// order: the ones the platform and its default warm pool run.
 var Names = []string{"sandboxd", "python-runtime"}
+
+// Examples lists the images of the examples (examples/jupyterlab,
+// examples/chrome). They are built on request (by name, or with All);
+// a cold build downloads a few hundred MB from Debian and PyPI.
+var Examples = []string{"jupyterlab", "chrome"}
+
+// All is every image Build knows.
+var All = append(slices.Clone(Names), Examples...)
 
 // PythonRootfs is the base of the python-runtime image.
 var PythonRootfs = images.Debootstrap{
@@ -81,15 +91,17 @@ func (o *Options) defaults() {
 }
 
 // Build builds the named images (all of Names when none are given). The
-// sandboxd binary is compiled once for all of them.
+// sandboxd binary is compiled once for all of them. Root file systems are
+// cached (see images.EnsureRootfs and EnsureCustomized), and an archive is
+// only rewritten when its inputs changed (see writeArchive).
 func Build(ctx context.Context, o Options, names ...string) ([]Built, error) {
 	o.defaults()
 	if len(names) == 0 {
 		names = Names
 	}
 	for _, n := range names {
-		if !slices.Contains(Names, n) {
-			return nil, fmt.Errorf("unknown image %q (known: %s)", n, strings.Join(Names, ", "))
+		if !slices.Contains(All, n) {
+			return nil, fmt.Errorf("unknown image %q (known: %s)", n, strings.Join(All, ", "))
 		}
 	}
 	bin := filepath.Join(o.CacheDir, "bin", "sandboxd")
@@ -105,12 +117,16 @@ func Build(ctx context.Context, o Options, names ...string) ([]Built, error) {
 			spec, err = sandboxdSpec(ctx, o, bin)
 		case "python-runtime":
 			spec, err = pythonRuntimeSpec(ctx, o, bin)
+		case "jupyterlab":
+			spec, err = jupyterLabSpec(ctx, o)
+		case "chrome":
+			spec, err = chromeSpec(ctx, o)
 		}
 		if err != nil {
 			return out, fmt.Errorf("image %s: %w", n, err)
 		}
 		path := filepath.Join(o.OutDir, n+".tar")
-		digest, err := images.WriteTarball(spec, path)
+		digest, err := writeArchive(spec, path)
 		if err != nil {
 			return out, err
 		}
