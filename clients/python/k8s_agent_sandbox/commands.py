@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .connector import SandboxConnector
+from .connector import SandboxConnector, response_json
 from .models import ExecutionResult
 from .tracing import TraceManager
 
@@ -23,6 +23,18 @@ def parse_execution_result(data: Any) -> ExecutionResult:
         raise RuntimeError(f"The sandbox returned a malformed execution result: {exc}") from exc
 
 
+def check_command(command: object) -> str:
+    """Reject an empty or non-string command; return its first word (the span's executable)."""
+    if not isinstance(command, str) or not command.strip():
+        raise ValueError("command must be a non-empty string")
+    return command.split()[0]
+
+
+def parse_execute_response(response: Any) -> ExecutionResult:
+    """The :class:`ExecutionResult` of a ``POST /execute`` response (sync or async client)."""
+    return parse_execution_result(response_json(response, "response to /execute"))
+
+
 class CommandExecutor:
     """Runs commands through the sandbox runtime's ``POST /execute``."""
 
@@ -37,19 +49,12 @@ class CommandExecutor:
         without a shell: use ``sh -c '...'`` for pipes, ``&&`` and redirects.
         ``timeout`` bounds the HTTP request in seconds.
         """
-        if not isinstance(command, str) or not command.strip():
-            raise ValueError("command must be a non-empty string")
-        with self.tracer.span("run", **{"sandbox.command.executable": command.split()[0]}) as span:
+        executable = check_command(command)
+        with self.tracer.span("run", **{"sandbox.command.executable": executable}) as span:
             response = self.connector.send_request(
                 "POST", "execute", json={"command": command}, timeout=timeout
             )
-            try:
-                data = response.json()
-            except ValueError as exc:
-                raise RuntimeError(
-                    f"The sandbox returned a non-JSON response to /execute: {response.text[:200]!r}"
-                ) from exc
-            result = parse_execution_result(data)
+            result = parse_execute_response(response)
             if span is not None:
                 span.set_attribute("sandbox.exit_code", result.exit_code)
             return result

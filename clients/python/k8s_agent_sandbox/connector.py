@@ -25,7 +25,7 @@ from .models import (
     SandboxLocalTunnelConnectionConfig,
 )
 from .port_forward import KubectlPortForward
-from .utils import format_host, select_pod_ip, timeout_header_value
+from .utils import format_host, sandbox_pod_ip, timeout_header_value
 
 log = logging.getLogger(__name__)
 
@@ -157,13 +157,10 @@ class InClusterStrategy:
         if self._url is None:
             ip = None
             try:
-                sandbox = self.k8s.get_sandbox(self.sandbox_id, self.namespace)
-                if sandbox:
-                    ip = select_pod_ip((sandbox.get("status") or {}).get("podIPs"))
+                ip = sandbox_pod_ip(self.k8s.get_sandbox(self.sandbox_id, self.namespace))
             except SandboxError as exc:
                 log.debug("pod IP lookup failed, using DNS: %s", exc)
-            host = format_host(ip) if ip else f"{self.sandbox_id}.{self.namespace}.svc.cluster.local"
-            self._url = f"http://{host}:{self.config.server_port}"
+            self._url = in_cluster_url(ip, self.sandbox_id, self.namespace, self.config.server_port)
         return self._url
 
     def check_alive(self) -> None:
@@ -269,6 +266,82 @@ def response_detail(response: Any) -> str:
     return text[:256]
 
 
+BAD_GATEWAY_HINT = " The router could not reach the sandbox pod; check sandbox.status() and the pod."
+
+
+def in_cluster_url(pod_ip: str | None, sandbox_id: str, namespace: str, port: int) -> str:
+    """``http://<pod IP>:<port>``, else the sandbox Service's DNS name when the IP is unknown."""
+    host = format_host(pod_ip) if pod_ip else f"{sandbox_id}.{namespace}.svc.cluster.local"
+    return f"http://{host}:{port}"
+
+
+def join_url(base: str, endpoint: str) -> str:
+    """``<base>/<endpoint>`` with exactly one slash between them."""
+    return base.rstrip("/") + "/" + endpoint.lstrip("/")
+
+
+def describe_request(method: str, endpoint: str, namespace: str, sandbox_id: str) -> str:
+    """How error messages name a request: ``GET /path on sandbox <ns>/<id>``."""
+    return f"{method} /{endpoint.lstrip('/')} on sandbox {namespace}/{sandbox_id}"
+
+
+def router_headers(
+    sandbox_id: str, namespace: str, server_port: int, timeout_value: str | None, pod_ip: str | None
+) -> dict[str, str]:
+    """The ``X-Sandbox-*`` headers the router routes by; timeout and pod IP only when known."""
+    headers = {
+        C.HEADER_SANDBOX_ID: sandbox_id,
+        C.HEADER_SANDBOX_NAMESPACE: namespace,
+        C.HEADER_SANDBOX_PORT: str(server_port),
+    }
+    if timeout_value is not None:
+        headers[C.HEADER_SANDBOX_TIMEOUT] = timeout_value
+    if pod_ip:
+        headers[C.HEADER_SANDBOX_POD_IP] = pod_ip
+    return headers
+
+
+def status_error(
+    response: Any, allowed: set[int], what: str, bad_gateway_hint: str = ""
+) -> SandboxRequestError | None:
+    """The error for a final response's status, or ``None`` when the response is usable.
+
+    Statuses in ``allowed`` are usable; redirects (never followed) and other
+    4xx/5xx are errors. Works on ``requests`` and ``httpx`` responses, so both
+    connectors word their errors the same; they drop the cached pod IP on
+    any error and reconnect after a 5xx. ``bad_gateway_hint`` is appended to
+    a 502's message.
+    """
+    status = response.status_code
+    if status in allowed:
+        return None
+    if status in REDIRECT_STATUSES:
+        return SandboxRequestError(
+            f"{what} was answered with a redirect (HTTP {status} to "
+            f"{response.headers.get('Location', '?')}); redirects are not followed.",
+            status_code=status,
+            response=response,
+        )
+    if status >= 400:
+        detail = response_detail(response)
+        hint = bad_gateway_hint if status == 502 else ""
+        return SandboxRequestError(
+            f"{what} failed with HTTP {status}: {detail}.{hint}", status_code=status, response=response
+        )
+    return None
+
+
+def response_json(response: Any, what: str) -> Any:
+    """The JSON body of a runtime response; ``RuntimeError`` naming ``what`` when it is not JSON.
+
+    ``what`` completes "The sandbox returned a non-JSON ...", e.g. ``"listing"``.
+    """
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise RuntimeError(f"The sandbox returned a non-JSON {what}: {response.text[:200]!r}") from exc
+
+
 _NO_POD_IP = ""
 
 
@@ -336,26 +409,16 @@ class SandboxConnector:
                     log.info("no permission to read Sandbox status; not sending %s", C.HEADER_SANDBOX_POD_IP)
                     self._pod_ip_disabled = True
                 return None
-            ip = select_pod_ip(((sandbox or {}).get("status") or {}).get("podIPs"))
-            self._pod_ip = ip or _NO_POD_IP
+            self._pod_ip = sandbox_pod_ip(sandbox) or _NO_POD_IP
         return self._pod_ip or None
 
     def routing_headers(self, timeout: Any) -> dict[str, str]:
         """The ``X-Sandbox-*`` headers for a request with ``timeout`` (empty when not routed)."""
         if not self.strategy.sends_router_headers:
             return {}
-        headers = {
-            C.HEADER_SANDBOX_ID: self.sandbox_id,
-            C.HEADER_SANDBOX_NAMESPACE: self.namespace,
-            C.HEADER_SANDBOX_PORT: str(self.server_port),
-        }
-        value = timeout_header_value(timeout)
-        if value is not None:
-            headers[C.HEADER_SANDBOX_TIMEOUT] = value
-        ip = self._resolve_pod_ip()
-        if ip:
-            headers[C.HEADER_SANDBOX_POD_IP] = ip
-        return headers
+        return router_headers(
+            self.sandbox_id, self.namespace, self.server_port, timeout_header_value(timeout), self._resolve_pod_ip()
+        )
 
     def send_request(
         self,
@@ -374,11 +437,11 @@ class SandboxConnector:
         :class:`SandboxPortForwardError` when the tunnel cannot be (re)started.
         """
         base = self.connect()
-        url = base.rstrip("/") + "/" + endpoint.lstrip("/")
+        url = join_url(base, endpoint)
         all_headers = dict(headers or {})
         all_headers.update(self.routing_headers(timeout))
         kwargs.pop("allow_redirects", None)
-        what = f"{method} /{endpoint.lstrip('/')} on sandbox {self.namespace}/{self.sandbox_id}"
+        what = describe_request(method, endpoint, self.namespace, self.sandbox_id)
         params = kwargs.pop("params", None)
         if params:
             url += "?" + urlencode(params)
@@ -399,29 +462,12 @@ class SandboxConnector:
                 f"{what} failed: could not get a response from {base} ({exc}). {self._unreachable_hint(base)}",
                 status_code=None,
             ) from exc
-        allowed = set(allowed_statuses)
-        status = response.status_code
-        if status in allowed:
-            return response
-        if status in REDIRECT_STATUSES:
+        error = status_error(response, set(allowed_statuses), what, BAD_GATEWAY_HINT)
+        if error is not None:
             self._pod_ip = None
-            raise SandboxRequestError(
-                f"{what} was answered with a redirect (HTTP {status} to "
-                f"{response.headers.get('Location', '?')}); redirects are not followed.",
-                status_code=status,
-                response=response,
-            )
-        if status >= 400:
-            detail = response_detail(response)
-            self._pod_ip = None
-            if status >= 500:
+            if response.status_code >= 500:
                 self.close()
-            hint = ""
-            if status == 502:
-                hint = " The router could not reach the sandbox pod; check sandbox.status() and the pod."
-            raise SandboxRequestError(
-                f"{what} failed with HTTP {status}: {detail}.{hint}", status_code=status, response=response
-            )
+            raise error
         return response
 
     def _unreachable_hint(self, base: str) -> str:

@@ -4,10 +4,60 @@ from __future__ import annotations
 
 from typing import Any
 
-from .connector import SandboxConnector
+from .connector import SandboxConnector, response_json
 from .models import FileEntry
 from .tracing import TraceManager
 from .utils import encode_path, sanitize_path
+
+
+def check_path(path: object) -> None:
+    """Reject a missing path for ``list``/``exists``/``delete`` (these send it unsanitized)."""
+    if not isinstance(path, str) or path == "":
+        raise ValueError("path must be a non-empty string")
+
+
+def encode_content(content: object) -> bytes:
+    """The bytes ``files.write`` uploads: ``str`` as UTF-8, bytes-like as is, anything else ``TypeError``."""
+    if isinstance(content, str):
+        return content.encode("utf-8")
+    if isinstance(content, (bytes, bytearray, memoryview)):
+        return bytes(content)
+    raise TypeError(f"content must be bytes or str, got {type(content).__name__}")
+
+
+def parse_listing(response: Any, sandboxd: bool = False, span: Any = None) -> list[FileEntry]:
+    """The files and directories of a listing response (legacy ``/list`` or sandboxd ``/v1/files``).
+
+    An empty body or listing is ``[]``; a body that is not JSON, or not a list
+    (sandboxd: ``{"entries": [...]}``), raises ``RuntimeError``. Shared by the
+    sync and async filesystems; ``span`` (sync tracing) gets the entry count
+    when a listing was returned.
+    """
+    if not response.content:
+        return []
+    body = response_json(response, "listing")
+    if sandboxd:
+        items = body.get("entries") if isinstance(body, dict) else None
+        convert = FileEntry.from_sandboxd
+    else:
+        items = body
+        convert = FileEntry.from_legacy
+    if not items:
+        return []
+    if not isinstance(items, list):
+        raise RuntimeError(f"The sandbox returned an unexpected listing: {body!r:.200}")
+    entries = [convert(item) for item in items if isinstance(item, dict) and item.get("type") in ("file", "directory")]
+    if span is not None:
+        span.set_attribute("sandbox.file.count", len(entries))
+    return entries
+
+
+def parse_exists(response: Any) -> bool:
+    """The answer of the legacy ``GET /exists/<path>`` (``{"exists": bool}``); ``RuntimeError`` otherwise."""
+    body = response_json(response, "exists answer")
+    if not isinstance(body, dict) or not isinstance(body.get("exists"), bool):
+        raise RuntimeError(f"The sandbox returned an unexpected exists answer: {body!r:.200}")
+    return body["exists"]
 
 
 class Filesystem:
@@ -32,12 +82,7 @@ class Filesystem:
         characters are rejected unless ``allow_unsafe_paths`` is true.
         """
         dest = path if allow_unsafe_paths else sanitize_path(path)
-        if isinstance(content, str):
-            data = content.encode("utf-8")
-        elif isinstance(content, (bytes, bytearray, memoryview)):
-            data = bytes(content)
-        else:
-            raise TypeError(f"content must be bytes or str, got {type(content).__name__}")
+        data = encode_content(content)
         with self.tracer.span("write", **{"sandbox.file.path": dest, "sandbox.file.size": len(data)}):
             if self.sandboxd:
                 self.connector.send_request(
@@ -64,34 +109,15 @@ class Filesystem:
 
     def list(self, path: str, timeout: float = 60) -> list[FileEntry]:
         """List the directory at ``path`` (``"."`` is the workspace root)."""
-        self._check_path(path)
+        check_path(path)
         with self.tracer.span("list", **{"sandbox.file.path": path}) as span:
             endpoint = f"v1/files/{encode_path(path)}" if self.sandboxd else f"list/{encode_path(path)}"
             response = self.connector.send_request("GET", endpoint, timeout=timeout)
-            if not response.content:
-                return []
-            try:
-                body: Any = response.json()
-            except ValueError as exc:
-                raise RuntimeError(f"The sandbox returned a non-JSON listing: {response.text[:200]!r}") from exc
-            if self.sandboxd:
-                items = body.get("entries") if isinstance(body, dict) else None
-                convert = FileEntry.from_sandboxd
-            else:
-                items = body
-                convert = FileEntry.from_legacy
-            if not items:
-                return []
-            if not isinstance(items, list):
-                raise RuntimeError(f"The sandbox returned an unexpected listing: {body!r:.200}")
-            entries = [convert(item) for item in items if isinstance(item, dict) and item.get("type") in ("file", "directory")]
-            if span is not None:
-                span.set_attribute("sandbox.file.count", len(entries))
-            return entries
+            return parse_listing(response, self.sandboxd, span)
 
     def exists(self, path: str, timeout: float = 60) -> bool:
         """True when ``path`` exists in the sandbox."""
-        self._check_path(path)
+        check_path(path)
         with self.tracer.span("exists", **{"sandbox.file.path": path}) as span:
             if self.sandboxd:
                 response = self.connector.send_request(
@@ -100,13 +126,7 @@ class Filesystem:
                 found = response.status_code != 404
             else:
                 response = self.connector.send_request("GET", f"exists/{encode_path(path)}", timeout=timeout)
-                try:
-                    body = response.json()
-                except ValueError as exc:
-                    raise RuntimeError(f"The sandbox returned a non-JSON exists answer: {response.text[:200]!r}") from exc
-                if not isinstance(body, dict) or not isinstance(body.get("exists"), bool):
-                    raise RuntimeError(f"The sandbox returned an unexpected exists answer: {body!r:.200}")
-                found = body["exists"]
+                found = parse_exists(response)
             if span is not None:
                 span.set_attribute("sandbox.file.exists", found)
             return found
@@ -119,14 +139,9 @@ class Filesystem:
                 "runtime API reached through the router has no delete endpoint. Use "
                 "sandbox.commands.run(\"rm -f <path>\") instead."
             )
-        self._check_path(path)
+        check_path(path)
         with self.tracer.span("delete", **{"sandbox.file.path": path}):
             params = {"recursive": "true"} if recursive else None
             self.connector.send_request(
                 "DELETE", f"v1/files/{encode_path(path)}", params=params, timeout=timeout
             )
-
-    @staticmethod
-    def _check_path(path: object) -> None:
-        if not isinstance(path, str) or path == "":
-            raise ValueError("path must be a non-empty string")

@@ -15,9 +15,32 @@ from .files import Filesystem
 from .k8s_helper import K8sHelper
 from .models import ConnectionConfig, SandboxdPodTunnelConnectionConfig, SandboxLocalTunnelConnectionConfig, SandboxTracerConfig
 from .tracing import TraceManager
-from .utils import select_pod_ip
+from .utils import sandbox_pod_ip
 
 log = logging.getLogger(__name__)
+
+
+def sandbox_pod_name(sandbox: dict[str, Any] | None, sandbox_id: str) -> str:
+    """The pod behind a Sandbox object: annotation ``agents.x-k8s.io/pod-name``, else ``sandbox_id``."""
+    annotations = ((sandbox or {}).get("metadata") or {}).get("annotations") or {}
+    name = annotations.get(C.POD_NAME_ANNOTATION)
+    return name if isinstance(name, str) and name else sandbox_id
+
+
+def sandbox_status(sandbox: dict[str, Any] | None, namespace: str, sandbox_id: str) -> tuple[str, str]:
+    """``(state, message)`` of a Sandbox object (``None``: not found), from its Ready condition.
+
+    Shared by :meth:`Sandbox.status` and :meth:`AsyncSandbox.status`.
+    """
+    if sandbox is None:
+        return C.STATE_NOT_FOUND, f"Sandbox {namespace}/{sandbox_id} not found"
+    for cond in (sandbox.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            message = str(cond.get("message") or cond.get("reason") or "")
+            if cond.get("status") == "True":
+                return C.STATE_READY, message
+            return C.STATE_NOT_READY, message
+    return C.STATE_NOT_READY, "Sandbox has no Ready condition yet"
 
 
 class Sandbox:
@@ -96,16 +119,12 @@ class Sandbox:
         """
         with self._lock:
             if self._pod_name is None:
-                sandbox = self._get_sandbox_object() or {}
-                annotations = (sandbox.get("metadata") or {}).get("annotations") or {}
-                name = annotations.get(C.POD_NAME_ANNOTATION)
-                self._pod_name = name if isinstance(name, str) and name else self.sandbox_id
+                self._pod_name = sandbox_pod_name(self._get_sandbox_object(), self.sandbox_id)
             return self._pod_name
 
     def get_pod_ip(self) -> str | None:
         """The pod IP from a fresh read of ``status.podIPs`` (IPv4 preferred), or ``None``."""
-        sandbox = self._get_sandbox_object() or {}
-        return select_pod_ip((sandbox.get("status") or {}).get("podIPs"))
+        return sandbox_pod_ip(self._get_sandbox_object())
 
     def get_sandbox_name_hash(self) -> str | None:
         """The ``agents.x-k8s.io/sandbox-name-hash`` value from ``status.selector``, or ``None``."""
@@ -121,16 +140,7 @@ class Sandbox:
 
     def status(self) -> tuple[str, str]:
         """``(state, message)`` with state ``SandboxReady``, ``SandboxNotReady`` or ``SandboxNotFound``."""
-        sandbox = self._get_sandbox_object()
-        if sandbox is None:
-            return C.STATE_NOT_FOUND, f"Sandbox {self.namespace}/{self.sandbox_id} not found"
-        for cond in (sandbox.get("status") or {}).get("conditions") or []:
-            if isinstance(cond, dict) and cond.get("type") == "Ready":
-                message = str(cond.get("message") or cond.get("reason") or "")
-                if cond.get("status") == "True":
-                    return C.STATE_READY, message
-                return C.STATE_NOT_READY, message
-        return C.STATE_NOT_READY, "Sandbox has no Ready condition yet"
+        return sandbox_status(self._get_sandbox_object(), self.namespace, self.sandbox_id)
 
     # --- lifecycle ------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from . import constants as C
 from .exceptions import SandboxError, SandboxNotFoundError
-from .k8s_helper import K8sHelper
+from .k8s_helper import K8sHelper, claim_warmpool_ref, resource_version_of
 from .models import ConnectionConfig, SandboxLocalTunnelConnectionConfig, SandboxTracerConfig
 from .sandbox import Sandbox
 from .tracing import TraceManager
@@ -73,6 +73,39 @@ def build_claim_manifest(
         "metadata": {"name": claim_name, "labels": claim_labels, "annotations": claim_annotations},
         "spec": spec,
     }
+
+
+def validate_create_args(warmpool: object, namespace: object, sandbox_ready_timeout: object) -> None:
+    """Check ``create_sandbox``'s pool, namespace and timeout before anything is sent.
+
+    Shared with :class:`~k8s_agent_sandbox.aio.client.AsyncSandboxClient` so
+    both clients reject the same arguments with the same ``ValueError``.
+    """
+    if not isinstance(warmpool, str) or not warmpool:
+        raise ValueError("warmpool must be the name of a SandboxWarmPool (a non-empty string)")
+    if not is_dns_subdomain(warmpool):
+        raise ValueError(f"warmpool {warmpool!r} is not a valid object name (lower-case RFC 1123 subdomain)")
+    validate_namespace(namespace)
+    if isinstance(sandbox_ready_timeout, bool) or not isinstance(sandbox_ready_timeout, (int, float)) or sandbox_ready_timeout <= 0:
+        raise ValueError(f"sandbox_ready_timeout must be a positive number of seconds, got {sandbox_ready_timeout!r}")
+
+
+def require_claim(claim: dict[str, Any] | None, claim_name: str, namespace: str) -> dict[str, Any]:
+    """``claim`` as read from the API, or :class:`SandboxNotFoundError` when the read found none."""
+    if claim is None:
+        raise SandboxNotFoundError(f"SandboxClaim {namespace}/{claim_name} not found")
+    return claim
+
+
+def claim_warmpool_name(claim: dict[str, Any]) -> str | None:
+    """The warm pool a claim was made from, if ``spec.warmPoolRef.name`` is a string."""
+    name = claim_warmpool_ref(claim)
+    return name if isinstance(name, str) else None
+
+
+def claim_names(claims: list[dict[str, Any]]) -> list[str]:
+    """``metadata.name`` of every listed claim that has one."""
+    return [str((c.get("metadata") or {}).get("name")) for c in claims if (c.get("metadata") or {}).get("name")]
 
 
 class SandboxClient(Generic[S]):
@@ -155,13 +188,7 @@ class SandboxClient(Generic[S]):
 
         On any failure the claim is deleted again.
         """
-        if not isinstance(warmpool, str) or not warmpool:
-            raise ValueError("warmpool must be the name of a SandboxWarmPool (a non-empty string)")
-        if not is_dns_subdomain(warmpool):
-            raise ValueError(f"warmpool {warmpool!r} is not a valid object name (lower-case RFC 1123 subdomain)")
-        validate_namespace(namespace)
-        if isinstance(sandbox_ready_timeout, bool) or not isinstance(sandbox_ready_timeout, (int, float)) or sandbox_ready_timeout <= 0:
-            raise ValueError(f"sandbox_ready_timeout must be a positive number of seconds, got {sandbox_ready_timeout!r}")
+        validate_create_args(warmpool, namespace, sandbox_ready_timeout)
         claim_name = generate_claim_name()
         with self.tracer.span("create_claim", **{"sandbox.claim.name": claim_name}):
             manifest = build_claim_manifest(
@@ -176,7 +203,7 @@ class SandboxClient(Generic[S]):
             )
             created = self.k8s_helper.create_sandbox_claim(namespace, manifest)
         try:
-            rv = (created.get("metadata") or {}).get("resourceVersion") if isinstance(created, dict) else None
+            rv = resource_version_of(created)
             with self.tracer.span("wait_for_claim_ready", **{"sandbox.claim.name": claim_name}):
                 sandbox_name = self.k8s_helper.wait_for_claim_ready(
                     claim_name, namespace, float(sandbox_ready_timeout), rv
@@ -246,16 +273,12 @@ class SandboxClient(Generic[S]):
     def list_all_sandboxes(self, namespace: str = C.DEFAULT_NAMESPACE, label_selector: str | None = None) -> list[str]:
         """Names of all SandboxClaims in ``namespace`` (optionally filtered by labels)."""
         validate_namespace(namespace)
-        claims = self.k8s_helper.list_sandbox_claims(namespace, label_selector)
-        return [str((c.get("metadata") or {}).get("name")) for c in claims if (c.get("metadata") or {}).get("name")]
+        return claim_names(self.k8s_helper.list_sandbox_claims(namespace, label_selector))
 
     def get_sandbox_claim_warmpool_name(self, claim_name: str, namespace: str = C.DEFAULT_NAMESPACE) -> str | None:
         """The warm pool a claim was made from (``spec.warmPoolRef.name``), or ``None``."""
         claim = self.k8s_helper.get_sandbox_claim(claim_name, namespace)
-        if claim is None:
-            raise SandboxNotFoundError(f"SandboxClaim {namespace}/{claim_name} not found")
-        name = ((claim.get("spec") or {}).get("warmPoolRef") or {}).get("name")
-        return name if isinstance(name, str) else None
+        return claim_warmpool_name(require_claim(claim, claim_name, namespace))
 
     def delete_sandbox(self, claim_name: str, namespace: str = C.DEFAULT_NAMESPACE) -> None:
         """Terminate a tracked sandbox or delete the claim; errors are logged, never raised."""

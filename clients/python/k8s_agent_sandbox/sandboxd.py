@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .commands import check_command
 from .connector import SandboxConnector, SandboxdPodTunnelStrategy
 from .exceptions import SandboxNotReadyError
 from .models import ExecutionResult
@@ -116,8 +117,7 @@ class SandboxdCommandExecutor:
             raise ImportError(
                 "Running commands over sandboxd needs grpcio: pip install 'k8s-agent-sandbox[grpc]'"
             ) from exc
-        if not isinstance(command, str) or not command.strip():
-            raise ValueError("command must be a non-empty string")
+        executable = check_command(command)
         target = self._grpc_target()
         if self._channel is None or self._target != target:
             if self._channel is not None:
@@ -125,7 +125,7 @@ class SandboxdCommandExecutor:
             self._channel = grpc.insecure_channel(target)
             self._target = target
         call = self._channel.unary_unary(EXECUTE_METHOD)
-        with self.tracer.span("run", **{"sandbox.command.executable": command.split()[0]}):
+        with self.tracer.span("run", **{"sandbox.command.executable": executable}):
             try:
                 raw = call(encode_execute_request(["/bin/sh", "-c", command]), timeout=timeout)
             except grpc.RpcError as exc:

@@ -215,6 +215,11 @@ def select_pod_ip(pod_ips: Iterable[Any] | None) -> str | None:
     return first_v6
 
 
+def sandbox_pod_ip(sandbox: Mapping[str, Any] | None) -> str | None:
+    """:func:`select_pod_ip` of a Sandbox object's ``status.podIPs`` (``None`` for no object)."""
+    return select_pod_ip(((sandbox or {}).get("status") or {}).get("podIPs"))
+
+
 def format_host(host: str) -> str:
     """Bracket IPv6 literals for use in a URL authority."""
     try:

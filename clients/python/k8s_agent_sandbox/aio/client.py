@@ -17,9 +17,16 @@ from ..models import (
     SandboxLocalTunnelConnectionConfig,
     SandboxTracerConfig,
 )
-from ..sandbox_client import build_claim_manifest
+from ..k8s_helper import claim_warmpool_ref, resource_version_of
+from ..sandbox_client import (
+    build_claim_manifest,
+    claim_names,
+    claim_warmpool_name,
+    require_claim,
+    validate_create_args,
+)
 from ..tracing import TraceManager
-from ..utils import generate_claim_name, is_dns_subdomain, validate_namespace
+from ..utils import generate_claim_name, validate_namespace
 from .k8s_helper import AsyncK8sHelper
 from .sandbox import AsyncSandbox
 
@@ -106,13 +113,7 @@ class AsyncSandboxClient:
 
         Cancelling the call still deletes the claim.
         """
-        if not isinstance(warmpool, str) or not warmpool:
-            raise ValueError("warmpool must be the name of a SandboxWarmPool (a non-empty string)")
-        if not is_dns_subdomain(warmpool):
-            raise ValueError(f"warmpool {warmpool!r} is not a valid object name (lower-case RFC 1123 subdomain)")
-        validate_namespace(namespace)
-        if isinstance(sandbox_ready_timeout, bool) or not isinstance(sandbox_ready_timeout, (int, float)) or sandbox_ready_timeout <= 0:
-            raise ValueError(f"sandbox_ready_timeout must be a positive number of seconds, got {sandbox_ready_timeout!r}")
+        validate_create_args(warmpool, namespace, sandbox_ready_timeout)
         claim_name = generate_claim_name()
         manifest = build_claim_manifest(
             claim_name,
@@ -126,7 +127,7 @@ class AsyncSandboxClient:
         )
         created = await self.k8s_helper.create_sandbox_claim(namespace, manifest)
         try:
-            rv = (created.get("metadata") or {}).get("resourceVersion") if isinstance(created, dict) else None
+            rv = resource_version_of(created)
             sandbox_name = await self.k8s_helper.wait_for_claim_ready(claim_name, namespace, float(sandbox_ready_timeout), rv)
             sandbox = self.sandbox_class(
                 claim_name, sandbox_name, namespace, self.connection_config, self.k8s_helper, self.tracer
@@ -155,9 +156,7 @@ class AsyncSandboxClient:
         key = (namespace, claim_name)
         if warmpool_name is not None:
             claim = await self.k8s_helper.get_sandbox_claim(claim_name, namespace)
-            if claim is None:
-                raise SandboxNotFoundError(f"SandboxClaim {namespace}/{claim_name} not found")
-            actual = ((claim.get("spec") or {}).get("warmPoolRef") or {}).get("name")
+            actual = claim_warmpool_ref(require_claim(claim, claim_name, namespace))
             if actual != warmpool_name:
                 raise ValueError(
                     f"Refusing to reattach to SandboxClaim {namespace}/{claim_name}: it uses warm pool "
@@ -187,16 +186,12 @@ class AsyncSandboxClient:
 
     async def list_all_sandboxes(self, namespace: str = C.DEFAULT_NAMESPACE, label_selector: str | None = None) -> list[str]:
         """Names of all SandboxClaims in ``namespace``."""
-        claims = await self.k8s_helper.list_sandbox_claims(namespace, label_selector)
-        return [str((c.get("metadata") or {}).get("name")) for c in claims if (c.get("metadata") or {}).get("name")]
+        return claim_names(await self.k8s_helper.list_sandbox_claims(namespace, label_selector))
 
     async def get_sandbox_claim_warmpool_name(self, claim_name: str, namespace: str = C.DEFAULT_NAMESPACE) -> str | None:
         """``spec.warmPoolRef.name`` of a claim."""
         claim = await self.k8s_helper.get_sandbox_claim(claim_name, namespace)
-        if claim is None:
-            raise SandboxNotFoundError(f"SandboxClaim {namespace}/{claim_name} not found")
-        name = ((claim.get("spec") or {}).get("warmPoolRef") or {}).get("name")
-        return name if isinstance(name, str) else None
+        return claim_warmpool_name(require_claim(claim, claim_name, namespace))
 
     async def delete_sandbox(self, claim_name: str, namespace: str = C.DEFAULT_NAMESPACE) -> None:
         """Terminate a tracked sandbox or delete the claim; errors are logged, never raised."""

@@ -9,8 +9,14 @@ from typing import Any
 
 import httpx
 
-from .. import constants as C
-from ..connector import REDIRECT_STATUSES, RETRY_STATUSES, response_detail
+from ..connector import (
+    RETRY_STATUSES,
+    describe_request,
+    in_cluster_url,
+    join_url,
+    router_headers,
+    status_error,
+)
 from ..exceptions import SandboxError, SandboxRequestError
 from ..metrics import observe_discovery
 from ..models import (
@@ -19,7 +25,7 @@ from ..models import (
     SandboxGatewayConnectionConfig,
     SandboxInClusterConnectionConfig,
 )
-from ..utils import format_host, select_pod_ip, timeout_header_value
+from ..utils import sandbox_pod_ip, timeout_header_value
 from .k8s_helper import AsyncK8sHelper
 
 log = logging.getLogger(__name__)
@@ -88,12 +94,10 @@ class AsyncSandboxConnector:
             else:
                 ip = None
                 try:
-                    sandbox = await self.k8s_helper.get_sandbox(self.sandbox_id, self.namespace)
-                    ip = select_pod_ip(((sandbox or {}).get("status") or {}).get("podIPs"))
+                    ip = sandbox_pod_ip(await self.k8s_helper.get_sandbox(self.sandbox_id, self.namespace))
                 except SandboxError as exc:
                     log.debug("pod IP lookup failed, using DNS: %s", exc)
-                host = format_host(ip) if ip else f"{self.sandbox_id}.{self.namespace}.svc.cluster.local"
-                self._base_url = f"http://{host}:{self.server_port}"
+                self._base_url = in_cluster_url(ip, self.sandbox_id, self.namespace, self.server_port)
             return self._base_url
 
     async def close(self) -> None:
@@ -114,25 +118,20 @@ class AsyncSandboxConnector:
                 if exc.status_code in (401, 403):
                     self._pod_ip_disabled = True
                 return None
-            self._pod_ip = select_pod_ip(((sandbox or {}).get("status") or {}).get("podIPs")) or ""
+            self._pod_ip = sandbox_pod_ip(sandbox) or ""
         return self._pod_ip or None
 
     async def routing_headers(self, timeout: Any) -> dict[str, str]:
         """The ``X-Sandbox-*`` headers (empty for in-cluster connections)."""
         if not self.sends_router_headers:
             return {}
-        headers = {
-            C.HEADER_SANDBOX_ID: self.sandbox_id,
-            C.HEADER_SANDBOX_NAMESPACE: self.namespace,
-            C.HEADER_SANDBOX_PORT: str(self.server_port),
-        }
-        value = async_timeout_header_value(timeout)
-        if value is not None:
-            headers[C.HEADER_SANDBOX_TIMEOUT] = value
-        ip = await self._resolve_pod_ip()
-        if ip:
-            headers[C.HEADER_SANDBOX_POD_IP] = ip
-        return headers
+        return router_headers(
+            self.sandbox_id,
+            self.namespace,
+            self.server_port,
+            async_timeout_header_value(timeout),
+            await self._resolve_pod_ip(),
+        )
 
     async def send_request(
         self,
@@ -146,10 +145,10 @@ class AsyncSandboxConnector:
     ) -> httpx.Response:
         """Send a request; retry 5xx up to ``MAX_ATTEMPTS``; raise :class:`SandboxRequestError` on failure."""
         base = await self.connect()
-        url = base.rstrip("/") + "/" + endpoint.lstrip("/")
+        url = join_url(base, endpoint)
         all_headers = dict(headers or {})
         all_headers.update(await self.routing_headers(timeout))
-        what = f"{method} /{endpoint.lstrip('/')} on sandbox {self.namespace}/{self.sandbox_id}"
+        what = describe_request(method, endpoint, self.namespace, self.sandbox_id)
         allowed = set(allowed_statuses)
         response: httpx.Response | None = None
         for attempt in range(MAX_ATTEMPTS):
@@ -167,21 +166,10 @@ class AsyncSandboxConnector:
                 continue
             break
         assert response is not None
-        status = response.status_code
-        if status in allowed:
-            return response
-        if status in REDIRECT_STATUSES:
+        error = status_error(response, allowed, what)
+        if error is not None:
             self._pod_ip = None
-            raise SandboxRequestError(
-                f"{what} was answered with a redirect (HTTP {status} to {response.headers.get('location', '?')}); "
-                "redirects are not followed.",
-                status_code=status,
-                response=response,
-            )
-        if status >= 400:
-            detail = response_detail(response)
-            self._pod_ip = None
-            if status >= 500:
+            if response.status_code >= 500:
                 await self.close()
-            raise SandboxRequestError(f"{what} failed with HTTP {status}: {detail}.", status_code=status, response=response)
+            raise error
         return response

@@ -1,10 +1,14 @@
-"""Kubernetes API access for the async client (``kubernetes_asyncio``)."""
+"""Kubernetes API access for the async client (``kubernetes_asyncio``).
+
+Only the I/O lives here: what the requests contain, how watch events are
+judged and how errors are worded is shared with the sync helper through
+:mod:`k8s_agent_sandbox.k8s_helper` (:class:`~k8s_agent_sandbox.k8s_helper.ResourceWatch`
+and friends), so both clients behave the same.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import math
-import os
 from typing import Any, Callable
 
 import aiohttp
@@ -13,8 +17,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from .. import constants as C
-from ..exceptions import SandboxError, SandboxMetadataError, SandboxNotFoundError, SandboxRequestError
-from ..k8s_helper import api_error, check_claim, claim_sandbox_name, describe_conditions, gateway_address
+from ..k8s_helper import (
+    WATCH_EXPIRED,
+    ClaimWatch,
+    GatewayWatch,
+    ResourceWatch,
+    api_error,
+    bound_sandbox_name,
+    kubeconfig_path,
+    no_configuration_error,
+    resource_version_of,
+)
 
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError)
 
@@ -27,15 +40,11 @@ async def load_configuration() -> client.Configuration:
         return cfg
     except ConfigException:
         pass
-    kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    kubeconfig = kubeconfig_path()
     try:
         await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
     except (ConfigException, OSError) as exc:
-        raise SandboxError(
-            f"No usable Kubernetes configuration: not running in a pod and the kubeconfig "
-            f"{kubeconfig!r} could not be loaded ({exc}). Set KUBECONFIG to a kubeconfig for the "
-            "cluster where agent-sandbox is installed."
-        ) from exc
+        raise no_configuration_error(kubeconfig, exc) from exc
     return cfg
 
 
@@ -71,11 +80,9 @@ class AsyncK8sHelper:
     async def _call(self, action: str, fn: Callable[..., Any], *args: Any, not_found_none: bool = False, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
-        except ApiException as exc:
-            if not_found_none and exc.status == 404:
+        except (ApiException, *_TRANSPORT_ERRORS) as exc:
+            if not_found_none and isinstance(exc, ApiException) and exc.status == 404:
                 return None
-            raise api_error(action, exc, self.host) from exc
-        except _TRANSPORT_ERRORS as exc:
             raise api_error(action, exc, self.host) from exc
 
     async def create_sandbox_claim(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -127,114 +134,47 @@ class AsyncK8sHelper:
         self, name: str, namespace: str, timeout: float, resource_version: str | None = None
     ) -> str:
         """Watch the claim until it names a Ready sandbox (see the sync helper for the rules)."""
-        return await self._watch_claim(name, namespace, timeout, resource_version, check_claim, "Ready")
+        return await self._watch(ClaimWatch.until_ready(name, namespace, timeout, resource_version))
 
     async def resolve_sandbox_name(self, name: str, namespace: str, timeout: float) -> str:
         claim = await self.get_sandbox_claim(name, namespace)
-        if claim is None:
-            raise SandboxNotFoundError(
-                f"SandboxClaim {namespace}/{name} not found; list claims with: kubectl get sandboxclaims -n {namespace}"
-            )
-        found = claim_sandbox_name(claim)
+        found = bound_sandbox_name(claim, name, namespace)
         if found:
             return found
-        rv = (claim.get("metadata") or {}).get("resourceVersion")
-        return await self._watch_claim(name, namespace, timeout, rv, claim_sandbox_name, "bound to a sandbox")
-
-    async def _watch_claim(self, name, namespace, timeout, resource_version, check, goal: str) -> str:  # type: ignore[no-untyped-def]
-        api = await self._api()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        rv = resource_version or "0"
-        last: dict[str, Any] = {}
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError(
-                    f"SandboxClaim {namespace}/{name} was not {goal} within {timeout:g}s "
-                    f"(last state: {describe_conditions(last)}). Check that the warm pool has ready "
-                    f"sandboxes (kubectl get sandboxwarmpools,sandboxes -n {namespace}) or raise "
-                    "sandbox_ready_timeout."
-                )
-            w = watch.Watch()
-            try:
-                async with asyncio.timeout(remaining + 1):
-                    async for event in w.stream(
-                        api.list_namespaced_custom_object,
-                        C.CLAIM_API_GROUP, C.CLAIM_API_VERSION, namespace, C.CLAIM_PLURAL,
-                        field_selector=f"metadata.name={name}",
-                        resource_version=rv,
-                        timeout_seconds=max(1, math.ceil(remaining)),
-                    ):
-                        obj = event.get("raw_object") or {}
-                        meta = obj.get("metadata") or {}
-                        rv = meta.get("resourceVersion") or rv
-                        if event.get("type") == "BOOKMARK" or meta.get("name") != name:
-                            continue
-                        if event.get("type") == "DELETED":
-                            raise SandboxMetadataError(
-                                f"SandboxClaim {namespace}/{name} was deleted while waiting for it to be {goal}."
-                            )
-                        if loop.time() >= deadline:
-                            break  # budget exhausted: a late answer does not count
-                        last = obj
-                        result = check(obj)
-                        if result:
-                            return result
-            except ApiException as exc:
-                if exc.status == 410:
-                    rv = "0"
-                    continue
-                raise api_error(f"watch SandboxClaim {namespace}/{name}", exc, self.host) from exc
-            except TimeoutError:
-                continue
-            except _TRANSPORT_ERRORS as exc:
-                raise api_error(f"watch SandboxClaim {namespace}/{name}", exc, self.host) from exc
-            finally:
-                await w.close()
+        return await self._watch(ClaimWatch.until_bound(name, namespace, timeout, resource_version_of(claim)))
 
     async def wait_for_gateway_address(self, name: str, namespace: str, timeout: float) -> str:
         """Watch a Gateway until it reports a valid address; return it URL-ready."""
+        return await self._watch(GatewayWatch(name, namespace, timeout))
+
+    async def _watch(self, state: ResourceWatch) -> str:
+        """Run the WATCH loop that ``state`` decides, on the event loop's clock.
+
+        Each stream is bounded by ``asyncio.timeout(remaining + 1)``; hitting
+        it just reopens the watch (the next round raises once the budget is spent).
+        """
         api = await self._api()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        rv = "0"
+        state.start(asyncio.get_running_loop().time)
         while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError(
-                    f"Gateway {namespace}/{name} had no usable address within {timeout:g}s. Check it "
-                    f"with: kubectl get gateway {name} -n {namespace} -o yaml"
-                )
+            remaining = state.remaining()
             w = watch.Watch()
             try:
                 async with asyncio.timeout(remaining + 1):
                     async for event in w.stream(
-                        api.list_namespaced_custom_object,
-                        C.GATEWAY_API_GROUP, C.GATEWAY_API_VERSION, namespace, C.GATEWAY_PLURAL,
-                        field_selector=f"metadata.name={name}",
-                        resource_version=rv,
-                        timeout_seconds=max(1, math.ceil(remaining)),
+                        api.list_namespaced_custom_object, *state.list_args(), **state.list_kwargs(remaining)
                     ):
-                        obj = event.get("raw_object") or {}
-                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                        if event.get("type") in ("BOOKMARK", "DELETED"):
-                            continue
-                        address = gateway_address(obj)
-                        if address:
-                            return address
-                        if loop.time() >= deadline:
+                        result = state.on_event(event)
+                        if result is WATCH_EXPIRED:
                             break
+                        if result:
+                            return result
             except ApiException as exc:
-                if exc.status == 410:
-                    rv = "0"
+                if state.restart_if_gone(exc):
                     continue
-                err = api_error(f"watch Gateway {namespace}/{name}", exc, self.host)
-                hint = " Is the Gateway API installed?" if exc.status == 404 else ""
-                raise SandboxRequestError(str(err) + hint, err.status_code, exc) from exc
+                raise state.api_error(exc, self.host) from exc
             except TimeoutError:
                 continue
             except _TRANSPORT_ERRORS as exc:
-                raise api_error(f"watch Gateway {namespace}/{name}", exc, self.host) from exc
+                raise state.transport_error(exc, self.host) from exc
             finally:
                 await w.close()

@@ -7,12 +7,13 @@ import logging
 from types import TracebackType
 from typing import Any
 
-from .. import constants as C
-from ..commands import parse_execution_result
+from ..commands import check_command, parse_execute_response
 from ..exceptions import SandboxError
+from ..files import check_path, encode_content, parse_exists, parse_listing
 from ..models import ConnectionConfig, ExecutionResult, FileEntry
+from ..sandbox import sandbox_pod_name, sandbox_status
 from ..tracing import TraceManager
-from ..utils import encode_path, sanitize_path, select_pod_ip
+from ..utils import encode_path, sandbox_pod_ip, sanitize_path
 from .connector import AsyncSandboxConnector
 from .k8s_helper import AsyncK8sHelper
 
@@ -28,15 +29,10 @@ class AsyncCommandExecutor:
 
     async def run(self, command: str, timeout: Any = 60) -> ExecutionResult:
         """Run ``command`` through ``POST /execute`` (see :meth:`CommandExecutor.run`)."""
-        if not isinstance(command, str) or not command.strip():
-            raise ValueError("command must be a non-empty string")
-        with self.tracer.span("run", **{"sandbox.command.executable": command.split()[0]}):
+        executable = check_command(command)
+        with self.tracer.span("run", **{"sandbox.command.executable": executable}):
             response = await self.connector.send_request("POST", "execute", json={"command": command}, timeout=timeout)
-            try:
-                data = response.json()
-            except ValueError as exc:
-                raise RuntimeError(f"The sandbox returned a non-JSON response to /execute: {response.text[:200]!r}") from exc
-            return parse_execution_result(data)
+            return parse_execute_response(response)
 
 
 class AsyncFilesystem:
@@ -49,12 +45,7 @@ class AsyncFilesystem:
     async def write(self, path: str, content: bytes | str, timeout: Any = 60, allow_unsafe_paths: bool = False) -> None:
         """Write ``content`` to ``path`` (see :meth:`Filesystem.write`)."""
         dest = path if allow_unsafe_paths else sanitize_path(path)
-        if isinstance(content, str):
-            data = content.encode("utf-8")
-        elif isinstance(content, (bytes, bytearray, memoryview)):
-            data = bytes(content)
-        else:
-            raise TypeError(f"content must be bytes or str, got {type(content).__name__}")
+        data = encode_content(content)
         with self.tracer.span("write", **{"sandbox.file.path": dest, "sandbox.file.size": len(data)}):
             await self.connector.send_request("POST", "upload", files={"file": (dest, data)}, timeout=timeout)
 
@@ -67,39 +58,17 @@ class AsyncFilesystem:
 
     async def list(self, path: str, timeout: Any = 60) -> list[FileEntry]:
         """List the directory ``path``."""
-        if not isinstance(path, str) or not path:
-            raise ValueError("path must be a non-empty string")
+        check_path(path)
         with self.tracer.span("list", **{"sandbox.file.path": path}):
             response = await self.connector.send_request("GET", f"list/{encode_path(path)}", timeout=timeout)
-            if not response.content:
-                return []
-            try:
-                items = response.json()
-            except ValueError as exc:
-                raise RuntimeError(f"The sandbox returned a non-JSON listing: {response.text[:200]!r}") from exc
-            if not items:
-                return []
-            if not isinstance(items, list):
-                raise RuntimeError(f"The sandbox returned an unexpected listing: {items!r:.200}")
-            return [
-                FileEntry.from_legacy(item)
-                for item in items
-                if isinstance(item, dict) and item.get("type") in ("file", "directory")
-            ]
+            return parse_listing(response)
 
     async def exists(self, path: str, timeout: Any = 60) -> bool:
         """True when ``path`` exists."""
-        if not isinstance(path, str) or not path:
-            raise ValueError("path must be a non-empty string")
+        check_path(path)
         with self.tracer.span("exists", **{"sandbox.file.path": path}):
             response = await self.connector.send_request("GET", f"exists/{encode_path(path)}", timeout=timeout)
-            try:
-                body = response.json()
-            except ValueError as exc:
-                raise RuntimeError(f"The sandbox returned a non-JSON exists answer: {response.text[:200]!r}") from exc
-            if not isinstance(body, dict) or not isinstance(body.get("exists"), bool):
-                raise RuntimeError(f"The sandbox returned an unexpected exists answer: {body!r:.200}")
-            return body["exists"]
+            return parse_exists(response)
 
     async def delete(self, path: str, recursive: bool = False, timeout: Any = 60) -> None:
         """Not available on the legacy runtime API."""
@@ -153,26 +122,18 @@ class AsyncSandbox:
     async def get_pod_name(self) -> str:
         """Pod name from annotation ``agents.x-k8s.io/pod-name``, else the sandbox name (cached)."""
         if self._pod_name is None:
-            sandbox = await self.k8s_helper.get_sandbox(self.sandbox_id, self.namespace) or {}
-            name = ((sandbox.get("metadata") or {}).get("annotations") or {}).get(C.POD_NAME_ANNOTATION)
-            self._pod_name = name if isinstance(name, str) and name else self.sandbox_id
+            sandbox = await self.k8s_helper.get_sandbox(self.sandbox_id, self.namespace)
+            self._pod_name = sandbox_pod_name(sandbox, self.sandbox_id)
         return self._pod_name
 
     async def get_pod_ip(self) -> str | None:
         """Fresh pod IP from ``status.podIPs`` (IPv4 preferred)."""
-        sandbox = await self.k8s_helper.get_sandbox(self.sandbox_id, self.namespace) or {}
-        return select_pod_ip((sandbox.get("status") or {}).get("podIPs"))
+        return sandbox_pod_ip(await self.k8s_helper.get_sandbox(self.sandbox_id, self.namespace))
 
     async def status(self) -> tuple[str, str]:
         """``(state, message)`` like :meth:`Sandbox.status`."""
         sandbox = await self.k8s_helper.get_sandbox(self.sandbox_id, self.namespace)
-        if sandbox is None:
-            return C.STATE_NOT_FOUND, f"Sandbox {self.namespace}/{self.sandbox_id} not found"
-        for cond in (sandbox.get("status") or {}).get("conditions") or []:
-            if isinstance(cond, dict) and cond.get("type") == "Ready":
-                message = str(cond.get("message") or cond.get("reason") or "")
-                return (C.STATE_READY if cond.get("status") == "True" else C.STATE_NOT_READY), message
-        return C.STATE_NOT_READY, "Sandbox has no Ready condition yet"
+        return sandbox_status(sandbox, self.namespace, self.sandbox_id)
 
     async def close_connection(self) -> None:
         """Close the HTTP connection; the sandbox keeps running."""
