@@ -70,7 +70,6 @@ test-e2e: deps images
 .PHONY: images
 images:
 	$(GO) run ./hack/mkimages -examples
-	$(GO) run ./hack/mkplatformimages
 
 ## release-manifests: dist/sandbox.yaml, dist/extensions.yaml, dist/sandbox-with-extensions.yaml.
 .PHONY: release-manifests

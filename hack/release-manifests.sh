@@ -13,7 +13,7 @@
 #   OUT_DIR            output directory    (default dist, relative to the repository root)
 #   KUBECTL            kubectl to render with (default: the one hack/kube/build.sh builds)
 # Images are $IMAGE_REPO/controller:$IMAGE_TAG and $IMAGE_REPO/router:$IMAGE_TAG
-# (build them locally with `go run ./hack/mkplatformimages`).
+# (build them locally with `go run ./hack/mkimages controller router`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"

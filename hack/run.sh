@@ -14,7 +14,6 @@ step "dependencies (apt packages, Kubernetes, containerd, gVisor; cached after t
 hack/deps.sh
 step "images (sandboxd, python-runtime, controller, router)"
 go run ./hack/mkimages >/dev/null
-go run ./hack/mkplatformimages >/dev/null
 step "local cluster with agent-sandbox"
 go run ./cmd/agent-sandbox up
 

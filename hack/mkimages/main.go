@@ -1,11 +1,14 @@
-// Command mkimages builds the runtime images (sandboxd, python-runtime) as
-// reproducible image archives under
-// ${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox}/images/, ready for
-// `ctr -n k8s.io images import`; with -examples also the images of
-// examples/jupyterlab and examples/chrome. Archives whose inputs did not
-// change are left alone. Run from the repository root:
+// Command mkimages builds the project's images as reproducible image
+// archives under ${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox}/images/,
+// ready for `agent-sandbox up` or `ctr -n k8s.io images import`: the
+// runtime images (sandboxd, python-runtime), the control plane's
+// (controller, router) and, with -examples, those of examples/jupyterlab
+// and examples/chrome. Archives whose inputs did not change are left alone.
+// Run from the repository root:
 //
 //	go run ./hack/mkimages [-repo localhost/agent-sandbox] [-tag dev] [-examples] [image...]
+//
+// It prints one line per image: name, reference, digest, archive path.
 package main
 
 import (
@@ -21,6 +24,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/images"
 	"github.com/agent-sandbox/agent-sandbox/internal/images/catalog"
+	"github.com/agent-sandbox/agent-sandbox/internal/images/platform"
 )
 
 func main() {
@@ -38,27 +42,42 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cache := fs.String("cache", defCache, "cache directory (bin/, rootfs/, images/)")
+	out := fs.String("out", "", "output directory of the archives (default <cache>/images)")
 	repo := fs.String("repo", "localhost/agent-sandbox", "image name prefix")
 	tag := fs.String("tag", "dev", "image tag")
+	version := fs.String("version", "", "version stamped into the controller and router (default: the tag)")
+	commit := fs.String("commit", "", "commit stamped into the controller and router (default: git rev-parse HEAD)")
 	module := fs.String("module", ".", "root of the agent-sandbox Go module")
 	verbose := fs.Bool("v", false, "show debootstrap, apt-get and pip output")
 	examples := fs.Bool("examples", false, fmt.Sprintf("also build the example images %v", catalog.Examples))
+	defaults := append(slices.Clone(catalog.Names), platform.Names...)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mkimages [flags] [image...]\nimages: %v (default: %v)\n", catalog.All, catalog.Names)
+		fmt.Fprintf(stderr, "usage: mkimages [flags] [image...]\nimages: %v (default: %v)\n", append(slices.Clone(catalog.All), platform.Names...), defaults)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	names := fs.Args()
+	if len(names) == 0 {
+		names = defaults
+	}
 	if *examples {
-		if len(names) == 0 {
-			names = append(names, catalog.Names...)
-		}
 		for _, n := range catalog.Examples {
 			if !slices.Contains(names, n) {
 				names = append(names, n)
 			}
+		}
+	}
+	var runtimeNames, platformNames []string
+	for _, n := range names {
+		switch {
+		case slices.Contains(catalog.All, n):
+			runtimeNames = append(runtimeNames, n)
+		case slices.Contains(platform.Names, n):
+			platformNames = append(platformNames, n)
+		default:
+			return fmt.Errorf("unknown image %q; known: %v", n, append(slices.Clone(catalog.All), platform.Names...))
 		}
 	}
 	moduleDir, err := filepath.Abs(*module)
@@ -74,9 +93,27 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	built, err := catalog.Build(ctx, catalog.Options{ModuleDir: moduleDir, CacheDir: *cache, Repo: *repo, Tag: *tag, Log: log}, names...)
-	for _, b := range built {
-		fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\n", b.Name, b.Ref, b.Digest, b.Path)
+	print := func(name, ref, digest, path string) { fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\n", name, ref, digest, path) }
+	if len(runtimeNames) > 0 {
+		built, err := catalog.Build(ctx, catalog.Options{ModuleDir: moduleDir, CacheDir: *cache, OutDir: *out, Repo: *repo, Tag: *tag, Log: log}, runtimeNames...)
+		for _, b := range built {
+			print(b.Name, b.Ref, b.Digest.String(), b.Path)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	if len(platformNames) > 0 {
+		built, err := platform.Build(ctx, platform.Options{
+			ModuleDir: moduleDir, CacheDir: *cache, OutDir: *out,
+			Repo: *repo, Tag: *tag, Version: *version, Commit: *commit,
+		}, platformNames...)
+		for _, b := range built {
+			print(b.Name, b.Ref, b.Digest.String(), b.Path)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
