@@ -20,6 +20,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/internal/metrics"
+	"github.com/agent-sandbox/agent-sandbox/internal/transport"
 )
 
 // Build information, set with -ldflags "-X main.version=... -X main.gitCommit=... -X main.buildDate=...".
@@ -49,6 +50,7 @@ type flags struct {
 	sandboxWorkers          int
 	statusCoalesceWindow    time.Duration
 	cacheLabelSelectors     bool
+	transport               transport.Options
 
 	ext extensions.Options
 }
@@ -68,6 +70,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.IntVar(&f.sandboxWorkers, "sandbox-concurrent-workers", 100, "Concurrent Sandbox reconciles; must be > 0.")
 	fs.DurationVar(&f.statusCoalesceWindow, "sandbox-status-coalesce-window", time.Second,
 		"Delay for Sandbox status writes that only refine a not-ready state; 0 writes every change at once.")
+	fs.IntVar(&f.transport.Connections, "api-connections", 1, "HTTP/2 connections to the apiserver that non-watch requests are spread over; must be >= 1.")
+	fs.BoolVar(&f.transport.SeparateWatch, "separate-watch-connection", false, "Give the informers' list/watch requests a connection of their own.")
 	fs.BoolVar(&f.cacheLabelSelectors, "cache-label-selectors", false, "Cache only Pods and Services that carry the sandbox tracking label.")
 	e := &f.ext
 	fs.IntVar(&e.ClaimWorkers, "sandbox-claim-concurrent-workers", 50, "Concurrent SandboxClaim reconciles; must be > 0.")
@@ -89,6 +93,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 		return nil, nil, err
 	}
 	switch {
+	case f.transport.Validate() != nil:
+		return nil, nil, f.transport.Validate()
 	case f.kubeAPIBurst <= 0:
 		return nil, nil, fmt.Errorf("--kube-api-burst must be > 0, got %d", f.kubeAPIBurst)
 	case f.sandboxWorkers <= 0:
@@ -137,6 +143,7 @@ func run(args []string) error {
 		LeaderElect:             f.leaderElect,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 		CacheLabelSelectors:     f.cacheLabelSelectors,
+		Transport:               f.transport,
 	})
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	sandboxlabels "github.com/agent-sandbox/agent-sandbox/internal/labels"
+	"github.com/agent-sandbox/agent-sandbox/internal/transport"
 )
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
@@ -42,6 +43,9 @@ type Options struct {
 	CacheLabelSelectors bool
 	// SyncPeriod overrides the informer resync period (tests).
 	SyncPeriod *time.Duration
+	// Transport shards API connections and can give watches their own;
+	// the zero value is client-go's single shared connection.
+	Transport transport.Options
 }
 
 // NewScheme returns the scheme with every type the controllers use.
@@ -62,6 +66,13 @@ func NewScheme() (*runtime.Scheme, error) {
 // (Pod specs are written once at creation and never read back).
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Transport.Connections == 0 {
+		opts.Transport.Connections = 1
+	}
+	cfg, watchClient, err := transport.Apply(cfg, opts.Transport)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +100,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject:         byObject,
 			SyncPeriod:       opts.SyncPeriod,
+			HTTPClient:       watchClient, // nil: shared with the clients
 		},
 	})
 	if err != nil {

@@ -43,6 +43,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest/harness"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"github.com/agent-sandbox/agent-sandbox/internal/transport"
 )
 
 var env *testenv.Env
@@ -58,6 +59,8 @@ type scenario struct {
 	claims   int
 	interval time.Duration // between claim creates; 0 = all at once
 	opts     extensions.Options
+	// transport shapes the measured manager's API connections.
+	transport transport.Options
 	// waitRefill waits for the pool to be full again after the claims, so
 	// that every refill write is counted.
 	waitRefill bool
@@ -85,27 +88,44 @@ func BenchmarkWarmClaimSustained100PerSecond(b *testing.B) {
 }
 
 // BenchmarkWarmClaimBurst300: 300 claims at once against a Ready pool of
-// 300, with the refill starting at once (the default) and held until the
-// burst has passed (--sandbox-warm-pool-replenish-delay=500ms), which keeps
-// the refill's writes (about six per Sandbox) out of the claims' way.
+// 300: default settings; the refill held until the burst has passed
+// (--sandbox-warm-pool-replenish-delay=500ms), which keeps the refill's
+// writes (about six per Sandbox) out of the claims' way; and the API
+// traffic spread over 4 connections with watches on a fifth
+// (--api-connections=4 --separate-watch-connection).
 func BenchmarkWarmClaimBurst300(b *testing.B) {
-	for _, delay := range []time.Duration{0, 500 * time.Millisecond} {
-		b.Run(fmt.Sprintf("replenish-delay=%v", delay), func(b *testing.B) {
-			opts := defaults
-			opts.ReplenishDelay = delay
-			runBench(b, scenario{pool: 300, claims: 300, opts: opts, waitRefill: true})
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			s := scenario{pool: 300, claims: 300, opts: defaults, waitRefill: true}
+			v.apply(&s)
+			runBench(b, s)
 		})
 	}
 }
 
-// BenchmarkWarmClaimRate sweeps sustained arrival rates for 15 s each with
-// default settings (unpaced refill, pool of four seconds of claims).
+// variants are the controller settings the burst and rate benchmarks compare.
+var variants = []struct {
+	name  string
+	apply func(*scenario)
+}{
+	{"default", func(*scenario) {}},
+	{"replenish-delay=500ms", func(s *scenario) { s.opts.ReplenishDelay = 500 * time.Millisecond }},
+	{"api-connections=4+watch", func(s *scenario) { s.transport = transport.Options{Connections: 4, SeparateWatch: true} }},
+}
+
+// BenchmarkWarmClaimRate sweeps sustained arrival rates for 15 s each
+// (pool of four seconds of claims, unpaced refill), with default settings
+// and with the API traffic spread over connections.
 func BenchmarkWarmClaimRate(b *testing.B) {
 	for _, rate := range []int{10, 25, 50} {
-		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
-			runBench(b, scenario{pool: int32(4 * rate), claims: 15 * rate, interval: time.Second / time.Duration(rate),
-				opts: defaults, waitRefill: true})
-		})
+		for _, v := range []int{0, 2} {
+			b.Run(fmt.Sprintf("rate=%d/%s", rate, variants[v].name), func(b *testing.B) {
+				s := scenario{pool: int32(4 * rate), claims: 15 * rate, interval: time.Second / time.Duration(rate),
+					opts: defaults, waitRefill: true}
+				variants[v].apply(&s)
+				runBench(b, s)
+			})
+		}
 	}
 }
 
@@ -165,7 +185,7 @@ func runOnce(b *testing.B, s scenario, mgrWrites, kubeletWrites *exttest.WriteCo
 	exttest.Create(b, c, exttest.NewTemplate(ns, "tmpl"), exttest.NewPool(ns, "pool", "tmpl", s.pool))
 	exttest.Eventually(b, 10*time.Minute, func() error { return exttest.PoolReady(c, ns, "pool", s.pool) })
 	filler.Stop()
-	mgr := harness.StartManager(b, env, harness.ManagerOptions{Writes: mgrWrites, Extensions: s.opts})
+	mgr := harness.StartManager(b, env, harness.ManagerOptions{Writes: mgrWrites, Extensions: s.opts, Transport: s.transport})
 	defer mgr.Stop()
 	time.Sleep(time.Second) // let the start-up passes settle
 	// Readiness is observed through an informer on its own connection (a

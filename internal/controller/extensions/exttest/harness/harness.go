@@ -12,7 +12,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,6 +23,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"github.com/agent-sandbox/agent-sandbox/internal/transport"
 )
 
 // ManagerOptions configure StartManager.
@@ -41,6 +41,8 @@ type ManagerOptions struct {
 	Writes *exttest.WriteCounter
 	// Setup runs extra setup (e.g. a custom reconciler) before start.
 	Setup func(mgr ctrl.Manager) error
+	// Transport shards API connections (zero value: one shared connection).
+	Transport transport.Options
 }
 
 // Manager is a running controller manager.
@@ -55,7 +57,13 @@ type Manager struct {
 // ends (or earlier with Stop).
 func StartManager(t testing.TB, env *testenv.Env, opts ManagerOptions) *Manager {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
+	if opts.Transport.Connections == 0 {
+		opts.Transport.Connections = 1
+	}
+	cfg, watchClient, err := transport.Apply(env.Config, opts.Transport)
+	if err != nil {
+		t.Fatalf("API connections: %v", err)
+	}
 	if opts.Writes != nil {
 		cfg = opts.Writes.Wrap(cfg)
 	}
@@ -67,7 +75,7 @@ func StartManager(t testing.TB, env *testenv.Env, opts ManagerOptions) *Manager 
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{DefaultTransform: func(obj any) (any, error) {
+		Cache: cache.Options{HTTPClient: watchClient, DefaultTransform: func(obj any) (any, error) {
 			if o, ok := obj.(metav1.Object); ok {
 				o.SetManagedFields(nil)
 			}
