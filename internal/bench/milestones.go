@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -11,12 +13,13 @@ const (
 	Created          = "created"
 	Bound            = "bound"
 	Ready            = "ready"
+	Connected        = "connected" // the SDK's transport is up (SDK scenario)
 	RuntimeAnswering = "runtime_answering"
 	FirstOutput      = "first_output"
 )
 
 // Milestones lists the milestone names in order.
-var Milestones = []string{Created, Bound, Ready, RuntimeAnswering, FirstOutput}
+var Milestones = []string{Created, Bound, Ready, Connected, RuntimeAnswering, FirstOutput}
 
 // ClaimTrace records when one claim reached each milestone. Start is when
 // the client began the create request; zero times mean "not reached".
@@ -93,4 +96,51 @@ func MilestoneSummaries(traces []*ClaimTrace) map[string]Summary {
 		}
 	}
 	return out
+}
+
+// StepSummaries summarizes the time between consecutive milestones each
+// trace reached ("start→created", "created→bound", ...): where the time
+// to a milestone goes. Each reached milestone is measured from the
+// previous one the same trace reached.
+func StepSummaries(traces []*ClaimTrace) map[string]Summary {
+	steps := map[string][]time.Duration{}
+	for _, t := range traces {
+		t.mu.Lock()
+		prev, prevName := t.Start, "start"
+		for _, m := range Milestones {
+			at, ok := t.At[m]
+			if !ok {
+				continue
+			}
+			k := prevName + "→" + m
+			steps[k] = append(steps[k], at.Sub(prev))
+			prev, prevName = at, m
+		}
+		t.mu.Unlock()
+	}
+	out := map[string]Summary{}
+	for k, ds := range steps {
+		out[k] = Summarize(ds)
+	}
+	return out
+}
+
+// StepOrder returns the keys of steps in milestone order.
+func StepOrder(steps map[string]Summary) []string {
+	pos := map[string]int{"start": -1}
+	for i, m := range Milestones {
+		pos[m] = i
+	}
+	keys := make([]string, 0, len(steps))
+	for k := range steps {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		ai, aj := strings.Split(keys[i], "→"), strings.Split(keys[j], "→")
+		if pos[ai[1]] != pos[aj[1]] {
+			return pos[ai[1]] < pos[aj[1]]
+		}
+		return pos[ai[0]] < pos[aj[0]]
+	})
+	return keys
 }

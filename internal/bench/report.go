@@ -25,6 +25,14 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", m, s.Count, fmtDur(s.P50), fmtDur(s.P90), fmtDur(s.P99), fmtDur(s.Max))
 	}
+	if len(r.Steps) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "step (between milestones)\tn\tp50\tp90\tp99\tmax")
+		for _, k := range StepOrder(r.Steps) {
+			s := r.Steps[k]
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", k, s.Count, fmtDur(s.P50), fmtDur(s.P90), fmtDur(s.P99), fmtDur(s.Max))
+		}
+	}
 	fmt.Fprintln(tw)
 	if r.Writes != nil {
 		fmt.Fprintf(tw, "apiserver writes per claim\t%.2f (client %.2f, claim path %.2f, refill %.2f, teardown %.2f, events %.2f)\n",

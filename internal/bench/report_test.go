@@ -29,7 +29,7 @@ func TestReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(csv.String()), "\n")
-	if len(lines) != 2 || lines[1] != "c1,pool-abc,warm,,3.000,,12.500,," {
+	if len(lines) != 2 || lines[1] != "c1,pool-abc,warm,,3.000,,12.500,,," {
 		t.Errorf("csv:\n%s", csv.String())
 	}
 }

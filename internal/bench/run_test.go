@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/bench"
 	"github.com/agent-sandbox/agent-sandbox/internal/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/devstack"
@@ -39,13 +40,41 @@ func TestRunAgainstIntegrationStack(t *testing.T) {
 		if res.Warm != 10 || res.ColdLaunches != 0 {
 			t.Errorf("a pre-warmed pool of 10 must serve 10 claims warm: warm %d cold %d", res.Warm, res.ColdLaunches)
 		}
-		for _, m := range bench.Milestones {
+		// Connected is the SDK scenario's; the raw claims here have none.
+		for _, m := range []string{bench.Created, bench.Bound, bench.Ready, bench.RuntimeAnswering, bench.FirstOutput} {
 			if s := res.Milestones[m]; s.Count != 10 || s.P50 <= 0 || s.P50 > s.P99 || s.P99 > s.Max {
 				t.Errorf("milestone %s summary %+v", m, s)
 			}
 		}
 		if res.Writes == nil || res.ClientWrites < 1 || res.ClaimPathWrites <= 0 || res.RefillWrites <= 0 {
 			t.Errorf("write accounting: client %.2f claim %.2f refill %.2f (%v)", res.ClientWrites, res.ClaimPathWrites, res.RefillWrites, res.Writes)
+		}
+		var table bytes.Buffer
+		if err := bench.WriteTable(&table, res); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("\n%s", table.String())
+	})
+
+	t.Run("time to interactive through the Go SDK", func(t *testing.T) {
+		res, err := bench.RunSDK(ctx, bench.SDKConfig{
+			RestConfig: st.Env.Config, Namespace: st.Namespace, WarmPool: st.WarmPool,
+			Count: 4, PoolSize: 2, Pace: true, Timeout: 2 * time.Minute,
+			Options: sandbox.Options{APIURL: st.RouterURL},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Scenario != bench.SDK || res.Claims != 4 || res.Ready != 4 || res.Errors != 0 || res.Warm != 4 {
+			t.Fatalf("claims %d ready %d errors %d warm %d: %s", res.Claims, res.Ready, res.Errors, res.Warm, firstErr(res))
+		}
+		for _, m := range []string{bench.Created, bench.Bound, bench.Ready, bench.Connected, bench.FirstOutput} {
+			if s := res.Milestones[m]; s.Count != 4 || s.P50 <= 0 {
+				t.Errorf("milestone %s summary %+v", m, s)
+			}
+		}
+		if s := res.Steps["connected→first_output"]; s.Count != 4 {
+			t.Errorf("steps %v", res.Steps)
 		}
 		var table bytes.Buffer
 		if err := bench.WriteTable(&table, res); err != nil {

@@ -76,6 +76,7 @@ type Result struct {
 	Elapsed         time.Duration      `json:"elapsed_ns"`
 	Throughput      float64            `json:"throughput_claims_per_s"`
 	Milestones      map[string]Summary `json:"milestones"`
+	Steps           map[string]Summary `json:"steps,omitempty"`
 	Writes          RequestCounts      `json:"apiserver_writes"`
 	WritesPerClaim  float64            `json:"apiserver_writes_per_claim"`
 	ClientWrites    float64            `json:"client_writes_per_claim"`
@@ -271,6 +272,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	res.Milestones = MilestoneSummaries(res.Traces)
+	res.Steps = StepSummaries(res.Traces)
 	if elapsed > 0 {
 		res.Throughput = float64(res.Ready) / elapsed.Seconds()
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/bench"
 	"github.com/agent-sandbox/agent-sandbox/internal/platform"
 )
@@ -32,6 +33,8 @@ func newBenchCommand() *cobra.Command {
 		routerURL  string
 		kubeconfig string
 		tti        bool
+		pace       bool
+		viaTunnel  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -42,11 +45,15 @@ func newBenchCommand() *cobra.Command {
 			"own request counters) and, with --controller-metrics-url, controller CPU and\n" +
 			"peak RSS. The pool is sized and pre-warmed before the timed window, and every\n" +
 			"claim is deleted afterwards. Scenarios: sustained (Poisson arrivals at --rate\n" +
-			"for --duration), burst (--count at once), cold (--count against an empty pool).\n" +
+			"for --duration), burst (--count at once), cold (--count against an empty pool),\n" +
+			"sdk (--count claims one after another through the Go SDK: claim, Ready,\n" +
+			"connection, first command output through the router, close; --pace waits\n" +
+			"for a full Ready pool before each claim).\n" +
 			"--tti also runs a command in each sandbox through the router.",
 		Example: "  agent-sandbox bench --scenario burst --count 300 --pool-size 300\n" +
 			"  agent-sandbox bench --scenario sustained --rate 100 --duration 30s --pool-size 400\n" +
-			"  agent-sandbox bench --scenario burst --count 50 --pool-size 50 --tti",
+			"  agent-sandbox bench --scenario burst --count 50 --pool-size 50 --tti\n" +
+			"  agent-sandbox bench --scenario sdk --count 50 --pool-size 3 --pace",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rc, err := loadRESTConfig(kubeconfig)
@@ -55,6 +62,17 @@ func newBenchCommand() *cobra.Command {
 			}
 			cfg.RestConfig = rc
 			cfg.Count = count
+			if cfg.Scenario == bench.SDK {
+				tti = false
+				if !cmd.Flags().Changed("pool-size") {
+					cfg.PoolSize = 0 // keep the pool's size
+				}
+				if routerURL == "" && !viaTunnel {
+					if routerURL, err = findRouter(cmd.Context(), rc); err != nil {
+						return err
+					}
+				}
+			}
 			if tti {
 				if routerURL == "" {
 					routerURL, err = findRouter(cmd.Context(), rc)
@@ -65,9 +83,32 @@ func newBenchCommand() *cobra.Command {
 				cfg.Interact = InteractThroughRouter(routerURL)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(cmd.ErrOrStderr(), "bench: %s scenario against %s/%s (pool pre-warmed to %d)...\n",
-				cfg.Scenario, cfg.Namespace, cfg.WarmPool, cfg.PoolSize)
-			res, err := bench.Run(cmd.Context(), cfg)
+			switch {
+			case cfg.Scenario == bench.SDK:
+				via := "router " + routerURL
+				if viaTunnel {
+					via = "port-forward tunnel to the router"
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: %d claims through the Go SDK against %s/%s (%s)...\n",
+					count, cfg.Namespace, cfg.WarmPool, via)
+			default:
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: %s scenario against %s/%s (pool pre-warmed to %d)...\n",
+					cfg.Scenario, cfg.Namespace, cfg.WarmPool, cfg.PoolSize)
+			}
+			var res *bench.Result
+			if cfg.Scenario == bench.SDK {
+				opts := sandbox.Options{APIURL: routerURL}
+				if viaTunnel {
+					opts.APIURL = ""
+				}
+				res, err = bench.RunSDK(cmd.Context(), bench.SDKConfig{
+					RestConfig: rc, Namespace: cfg.Namespace, WarmPool: cfg.WarmPool,
+					Count: count, PoolSize: cfg.PoolSize, Pace: pace, Timeout: cfg.Timeout,
+					Options: opts,
+				})
+			} else {
+				res, err = bench.Run(cmd.Context(), cfg)
+			}
 			if err != nil {
 				return fmt.Errorf("benchmark failed: %w", err)
 			}
@@ -87,7 +128,7 @@ func newBenchCommand() *cobra.Command {
 	f.StringVar(&kubeconfig, "bench-kubeconfig", "", "kubeconfig (default: $KUBECONFIG, the local cluster's, then ~/.kube/config)")
 	f.StringVar(&cfg.Namespace, "pool-namespace", "default", "namespace of the warm pool and the claims")
 	f.StringVar(&cfg.WarmPool, "pool", platform.DefaultPool, "warm pool to claim from")
-	f.StringVar(&cfg.Scenario, "scenario", bench.Burst, "sustained, burst or cold")
+	f.StringVar(&cfg.Scenario, "scenario", bench.Burst, "sustained, burst, cold or sdk")
 	f.Float64Var(&cfg.Rate, "rate", 10, "claims per second (sustained)")
 	f.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to create claims (sustained)")
 	f.IntVar(&count, "count", 100, "claims to create (burst, cold)")
@@ -95,7 +136,9 @@ func newBenchCommand() *cobra.Command {
 	f.DurationVar(&cfg.Timeout, "timeout", 3*time.Minute, "how long to wait for every claim to be Ready")
 	f.StringVar(&cfg.ControllerMetricsURL, "controller-metrics-url", "", "controller /metrics URL, for CPU seconds and peak RSS")
 	f.BoolVar(&tti, "tti", false, "measure time to interactive: run a command in each sandbox through the router")
-	f.StringVar(&routerURL, "router-url", "", "router URL for --tti (default: the router pod's address)")
+	f.StringVar(&routerURL, "router-url", "", "router URL for --tti and the sdk scenario (default: the router pod's address)")
+	f.BoolVar(&pace, "pace", false, "sdk scenario: wait for the pool to be full and Ready before each claim")
+	f.BoolVar(&viaTunnel, "port-forward", false, "sdk scenario: reach the router through the SDK's port-forward tunnel (its default) instead of its address")
 	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the Poisson arrivals")
 	f.DurationVar(&cfg.Dwell, "dwell", 0, "delete each claim this long after it is Ready (0 keeps all claims until the end)")
 	f.StringVarP(&output, "output", "o", "table", "table, json or csv")

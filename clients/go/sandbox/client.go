@@ -106,7 +106,8 @@ func (c *Client) GetSandbox(ctx context.Context, claimName, namespace string) (*
 	}
 	name := claim.Status.SandboxStatus.Name
 	if name == "" {
-		return nil, fmt.Errorf("sandbox: claim %s has no sandbox yet: %w", key, ErrNotReady)
+		return nil, fmt.Errorf("sandbox: claim %s is not bound to a sandbox yet (conditions: %s); GetSandbox again once it is: %w",
+			key, conditionsString(claim.Status.Conditions), ErrNotReady)
 	}
 	o := c.opts
 	o.Namespace = namespace
@@ -119,6 +120,17 @@ func (c *Client) GetSandbox(ctx context.Context, claimName, namespace string) (*
 		return nil, err
 	}
 	return c.adopt(ctx, key, sb), nil
+}
+
+// AttachSandbox connects to an existing Sandbox that no claim owns, in
+// namespace (empty: the client's); see Attach. The handle is not tracked:
+// the Sandbox is not the client's to delete.
+func (c *Client) AttachSandbox(ctx context.Context, sandboxName, namespace string) (*Sandbox, error) {
+	o := c.opts
+	if namespace != "" {
+		o.Namespace = namespace
+	}
+	return Attach(ctx, o, sandboxName)
 }
 
 // ListActiveSandboxes returns the keys of tracked handles that are ready,

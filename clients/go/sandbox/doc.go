@@ -8,13 +8,19 @@
 // A [Sandbox] handle is created with [New] (which only validates options)
 // and provisioned with [Sandbox.Open]: Open creates a SandboxClaim
 // (extensions.agents.x-k8s.io/v1beta1) referencing Options.WarmPoolName,
-// watches the claim until the controller binds a Sandbox to it, watches
-// that Sandbox until its Ready condition is True, and then connects. Both
-// waits are driven by watches, not polling. [Sandbox.Close] deletes the
-// claim (and with it the Sandbox and its Pod); [Sandbox.Disconnect] only
-// drops the connection, and a later Open re-attaches to the same sandbox.
-// [Client] keeps a registry of handles keyed by claim for programs that
-// manage many sandboxes.
+// watches the claim until the controller binds a Sandbox to it, makes sure
+// that Sandbox's Ready condition is True, and connects. Both waits are
+// driven by watches, not polling, and what does not depend on the answer
+// runs alongside them: the claim watch starts from the create response,
+// a watch on the Sandboxes labelled with the claim's UID usually holds the
+// bound Sandbox (Ready) by the time the claim names it, and the connection
+// through the router is set up while the claim is bound. [Sandbox.Close]
+// deletes the claim (and with it the Sandbox and its Pod);
+// [Sandbox.Disconnect] only drops the connection, and a later Open
+// re-attaches to the same sandbox. [Client] keeps a registry of handles
+// keyed by claim for programs that manage many sandboxes. [Attach] (and
+// [Client.AttachSandbox]) reaches a Sandbox that was created without a
+// claim, by name, and never deletes it.
 //
 // # Connections
 //
@@ -31,8 +37,14 @@
 //   - Options.GatewayName: the address of that Gateway
 //     (gateway.networking.k8s.io/v1), which fronts the sandbox-router.
 //   - otherwise (the default): a port-forward through the Kubernetes API
-//     server to a ready Pod behind the sandbox-router-svc Service in the
-//     sandbox's namespace.
+//     server to a ready Pod behind the sandbox-router-svc Service, in
+//     Options.RouterNamespace, else in the sandbox's namespace, else in
+//     agent-sandbox-system.
+//
+// Connections through the router do not depend on the sandbox, so the
+// handles of one [Client] (one [K8sHelper]) share them: one port-forward
+// tunnel, kept open for a while after its last handle closes, and one pool
+// of keep-alive HTTP connections.
 //
 // Redirects are never followed, and Gateway addresses are validated before
 // use, so a compromised router or Gateway status cannot point the client at

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -39,6 +40,8 @@ const (
 	clientRequestedAnnotation = "agents.x-k8s.io/client-first-requested-at"
 	traceContextAnnotation    = "opentelemetry.io/trace-context"
 	claimGenerateName         = "sandbox-claim-"
+	// claimUIDLabel holds the UID of the claim that owns a Sandbox.
+	claimUIDLabel = "agents.x-k8s.io/claim-uid"
 )
 
 // K8sHelper holds the Kubernetes clients the SDK uses. Share one between
@@ -56,12 +59,33 @@ type K8sHelper struct {
 	DiscoveryClient  discovery.DiscoveryInterface
 	RestConfig       *rest.Config
 	Log              logr.Logger
+
+	sh sharedState
 }
 
-// NewK8sHelper builds the clients from restConfig.
+// Client-side rate limit of the SDK's Kubernetes clients when the rest
+// config leaves it unset (QPS 0). client-go's own default, 5 requests/s
+// with a burst of 10, throttles an agent that opens sandboxes back to back:
+// each Open costs about four requests (create, watch of the claim, list and
+// watch of its Sandbox) and each Close one more.
+const (
+	DefaultClientQPS   = 50
+	DefaultClientBurst = 100
+)
+
+// NewK8sHelper builds the clients from restConfig. A config without a rate
+// limit (QPS 0, no RateLimiter) gets DefaultClientQPS and
+// DefaultClientBurst; restConfig itself is not modified.
 func NewK8sHelper(restConfig *rest.Config, log logr.Logger) (*K8sHelper, error) {
 	if restConfig == nil {
 		return nil, errors.New("sandbox: NewK8sHelper needs a rest config")
+	}
+	if restConfig.QPS == 0 && restConfig.RateLimiter == nil {
+		restConfig = rest.CopyConfig(restConfig)
+		restConfig.QPS = DefaultClientQPS
+		if restConfig.Burst < DefaultClientBurst {
+			restConfig.Burst = DefaultClientBurst
+		}
 	}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
@@ -305,12 +329,19 @@ func drainWatch[T client.Object](ctx context.Context, w watch.Interface, last *T
 	}
 }
 
-// resolveSandboxName waits until the claim names its Sandbox.
-func (h *K8sHelper) resolveSandboxName(ctx context.Context, namespace, claim string) (string, error) {
+// resolveSandboxName waits until the claim names its Sandbox. created,
+// when not nil, is the claim as its create call returned it: the watch
+// starts from its resourceVersion instead of reading the claim again.
+func (h *K8sHelper) resolveSandboxName(ctx context.Context, namespace, claim string, created *extv1beta1.SandboxClaim) (string, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: claim}
 	c := h.ExtensionsClient
 	got, err := watchUntil(ctx, "waiting for claim "+key.String()+" to be bound",
 		func(ctx context.Context) (*extv1beta1.SandboxClaim, error) {
+			if created != nil && created.ResourceVersion != "" {
+				first := created
+				created = nil // a re-list after a failed watch reads the claim
+				return first, nil
+			}
 			var obj extv1beta1.SandboxClaim
 			if err := c.Get(ctx, key, &obj); err != nil {
 				return nil, err
@@ -367,6 +398,145 @@ func (h *K8sHelper) waitSandboxReady(ctx context.Context, namespace, name string
 			return "last conditions: " + conditionsString(obj.Status.Conditions)
 		},
 	)
+}
+
+// waitClaimedSandboxReady waits until the Sandbox the claim named is
+// Ready. It takes the Sandbox from pw when the pre-watch already holds it
+// Ready (the usual case for a warm claim: no request at all), and otherwise
+// waits by name (waitSandboxReady) while still listening to pw, whichever
+// answers first.
+func (h *K8sHelper) waitClaimedSandboxReady(ctx context.Context, namespace, name string, pw *sandboxPrewatch) (*sandboxv1beta1.Sandbox, error) {
+	sb, changed := pw.ready(name)
+	if sb != nil {
+		return sb, nil
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		sb  *sandboxv1beta1.Sandbox
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		sb, err := h.waitSandboxReady(fctx, namespace, name)
+		res <- result{sb, err}
+	}()
+	for {
+		select {
+		case r := <-res:
+			return r.sb, r.err
+		case <-changed:
+			if sb, changed = pw.ready(name); sb != nil {
+				return sb, nil
+			}
+		}
+	}
+}
+
+// sandboxPrewatch follows, from right after a claim is created, the
+// Sandboxes labelled with the claim's UID (agents.x-k8s.io/claim-uid, set
+// by the adoption patch of a warm Sandbox and on a cold one). The adoption
+// lands before the claim's status names the Sandbox, so by the time the
+// claim is bound the SDK usually holds its Sandbox, Ready, and skips the
+// list by name: one apiserver round trip less on the way to the first
+// command. It only ever answers for the Sandbox the claim's status named
+// and controlled by the claim; the claim status stays the authority, and
+// if the pre-watch cannot run (or a controller does not set the label) the
+// wait by name does the job alone.
+type sandboxPrewatch struct {
+	uid     types.UID
+	mu      sync.Mutex
+	seen    map[string]*sandboxv1beta1.Sandbox
+	changed chan struct{} // closed and replaced at every change
+	stopped bool
+}
+
+// startSandboxPrewatch lists and watches until ctx ends. A nil result (no
+// UID) is a valid, empty pre-watch.
+func (h *K8sHelper) startSandboxPrewatch(ctx context.Context, namespace string, claimUID types.UID) *sandboxPrewatch {
+	if claimUID == "" {
+		return nil
+	}
+	pw := &sandboxPrewatch{uid: claimUID, seen: map[string]*sandboxv1beta1.Sandbox{}, changed: make(chan struct{})}
+	go pw.run(ctx, h.AgentsClient, namespace)
+	return pw
+}
+
+func (pw *sandboxPrewatch) run(ctx context.Context, c client.WithWatch, namespace string) {
+	defer pw.update(func() { pw.stopped = true })
+	sel := client.MatchingLabels{claimUIDLabel: string(pw.uid)}
+	var list sandboxv1beta1.SandboxList
+	// resourceVersion 0: whatever the apiserver's cache holds, at once. A
+	// consistent list would wait for the Sandbox cache to catch up with
+	// the claim's own write, which can take long when no Sandbox changed
+	// lately; the watch from the list's version delivers whatever is
+	// newer anyway.
+	if err := c.List(ctx, &list, client.InNamespace(namespace), sel,
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
+		return
+	}
+	pw.update(func() {
+		for i := range list.Items {
+			pw.seen[list.Items[i].Name] = &list.Items[i]
+		}
+	})
+	w, err := c.Watch(ctx, &sandboxv1beta1.SandboxList{}, client.InNamespace(namespace), sel,
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		return
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return
+			}
+			sb, isSB := ev.Object.(*sandboxv1beta1.Sandbox)
+			if !isSB {
+				continue
+			}
+			pw.update(func() {
+				if ev.Type == watch.Deleted {
+					delete(pw.seen, sb.Name)
+				} else {
+					pw.seen[sb.Name] = sb
+				}
+			})
+		}
+	}
+}
+
+// update applies f and wakes the waiters.
+func (pw *sandboxPrewatch) update(f func()) {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	f()
+	close(pw.changed)
+	pw.changed = make(chan struct{})
+}
+
+// ready returns the named Sandbox if the pre-watch holds it Ready,
+// undeleted and controlled by the claim; otherwise a channel closed at the
+// next change (nil, never closed, once the pre-watch has stopped).
+func (pw *sandboxPrewatch) ready(name string) (*sandboxv1beta1.Sandbox, <-chan struct{}) {
+	if pw == nil {
+		return nil, nil
+	}
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	sb := pw.seen[name]
+	if sb != nil && sb.DeletionTimestamp == nil && meta.IsStatusConditionTrue(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady) {
+		if ref := metav1.GetControllerOfNoCopy(sb); ref != nil && ref.UID == pw.uid && ref.Kind == "SandboxClaim" {
+			return sb.DeepCopy(), nil
+		}
+	}
+	if pw.stopped {
+		return nil, nil
+	}
+	return nil, pw.changed
 }
 
 // conditionsString renders conditions as "Type=Status (Reason: Message), ...".

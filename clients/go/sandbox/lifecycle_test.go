@@ -33,8 +33,14 @@ type binder struct {
 	ns     string
 	ready  bool
 	unbind bool
-	mu     sync.Mutex
-	bound  map[string]string // claim -> sandbox
+	// owned: the Sandbox carries the claim-uid label and a controller
+	// reference to the claim, as the real controller's do.
+	owned bool
+	// statusDelay separates the Sandbox's writes from the claim's status
+	// write, as the real controller's two writes are.
+	statusDelay time.Duration
+	mu          sync.Mutex
+	bound       map[string]string // claim -> sandbox
 }
 
 func newNamespace(t *testing.T, c client.Client) string {
@@ -59,7 +65,14 @@ func watchClient(t *testing.T) client.WithWatch {
 // startBinder runs a binder until the test ends.
 func startBinder(t *testing.T, c client.WithWatch, ns string, ready, unbind bool) *binder {
 	t.Helper()
-	b := &binder{c: c, ns: ns, ready: ready, unbind: unbind, bound: map[string]string{}}
+	return runBinder(t, &binder{c: c, ns: ns, ready: ready, unbind: unbind})
+}
+
+// runBinder runs b until the test ends.
+func runBinder(t *testing.T, b *binder) *binder {
+	t.Helper()
+	c, ns := b.c, b.ns
+	b.bound = map[string]string{}
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := c.Watch(ctx, &extv1beta1.SandboxClaimList{}, client.InNamespace(ns))
 	if err != nil {
@@ -90,11 +103,20 @@ func (b *binder) bind(ctx context.Context, claim *extv1beta1.SandboxClaim) error
 			PodTemplate: sandboxv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}},
 		}},
 	}
+	if b.owned {
+		yes := true
+		sb.Labels = map[string]string{claimUIDLabel: string(claim.UID)}
+		sb.OwnerReferences = []metav1.OwnerReference{{APIVersion: extv1beta1.GroupVersion.String(), Kind: "SandboxClaim",
+			Name: claim.Name, UID: claim.UID, Controller: &yes}}
+	}
 	if err := b.c.Create(ctx, sb); err != nil {
 		return err
 	}
 	if err := setSandboxReady(ctx, b.c, b.ns, name, b.ready); err != nil {
 		return err
+	}
+	if b.statusDelay > 0 {
+		time.Sleep(b.statusDelay)
 	}
 	claim.Status.SandboxStatus.Name = name
 	if err := b.c.Status().Update(ctx, claim); err != nil {
@@ -202,13 +224,13 @@ func TestOpenWaitsForReadyByWatching(t *testing.T) {
 		}
 		return sbName != ""
 	})
-	// Flip Ready only once the SDK watches the sandbox, so the watch (not
-	// the initial list) must deliver it.
+	// Flip Ready only once the SDK watches the sandbox by name, so the
+	// watch (not the initial list) must deliver it.
 	eventually(t, "sandbox watched", func() bool {
 		apiMu.Lock()
 		defer apiMu.Unlock()
 		for _, r := range apiReqs {
-			if strings.Contains(r, "/sandboxes?") && strings.Contains(r, "watch=true") {
+			if strings.Contains(r, "/sandboxes?fieldSelector=") && strings.Contains(r, "watch=true") {
 				return true
 			}
 		}
@@ -227,20 +249,34 @@ func TestOpenWaitsForReadyByWatching(t *testing.T) {
 	}
 	defer func() { _ = s.Close(context.Background()) }()
 
+	// This binder does not label its Sandboxes with the claim's UID, so
+	// the pre-watch (label-selected list + watch) never sees it and the
+	// wait by name (list + watch) finds it. The claim is never read: its
+	// watch starts from the create response.
 	apiMu.Lock()
-	var sbWatches, sbReads int
+	var sbWatches, sbReads, preWatches, preLists, claimReads int
 	for _, r := range apiReqs {
-		if strings.Contains(r, "/sandboxes") {
+		switch {
+		case strings.Contains(r, "/sandboxes?labelSelector=agents.x-k8s.io%2Fclaim-uid%3D"):
+			if strings.Contains(r, "watch=true") {
+				preWatches++
+			} else {
+				preLists++
+			}
+		case strings.Contains(r, "/sandboxes"):
 			if strings.Contains(r, "watch=true") && strings.Contains(r, "fieldSelector=metadata.name%3D"+sbName) {
 				sbWatches++
 			} else {
 				sbReads++
 			}
+		case strings.HasPrefix(r, "GET ") && strings.Contains(r, "/sandboxclaims") && !strings.Contains(r, "watch=true"):
+			claimReads++
 		}
 	}
 	apiMu.Unlock()
-	if sbWatches != 1 || sbReads != 1 {
-		t.Errorf("sandbox requests: %d field-selected watches, %d other (want 1 list + 1 watch): %v", sbWatches, sbReads, apiReqs)
+	if sbWatches != 1 || sbReads != 1 || preLists != 1 || preWatches != 1 || claimReads != 0 {
+		t.Errorf("requests: sandbox by name %d watches, %d other (want 1 list + 1 watch); pre-watch %d lists, %d watches (want 1 + 1); %d claim reads (want 0): %v",
+			sbWatches, sbReads, preLists, preWatches, claimReads, apiReqs)
 	}
 
 	if s.SandboxName() != sbName || s.PodName() != "pod-"+sbName || s.PodIP() != "10.9.8.7" ||

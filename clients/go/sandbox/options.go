@@ -30,6 +30,9 @@ const (
 	DefaultMaxDownloadSize         = 256 << 20
 	DefaultMaxUploadSize           = 256 << 20
 	DefaultTraceServiceName        = "sandbox-client"
+	// DefaultRouterNamespace is where the sandbox-router is installed
+	// (and where the Python SDK looks for it).
+	DefaultRouterNamespace = "agent-sandbox-system"
 )
 
 // Connectivity selects how the sandbox Pod is reached when neither APIURL
@@ -67,6 +70,11 @@ type Options struct {
 	SandboxdGRPCPort int
 	// Namespace of the claim (default "default"). A DNS label.
 	Namespace string
+	// RouterNamespace is the namespace of sandbox-router-svc for the
+	// default port-forward tunnel. Empty: the sandbox's namespace (where
+	// the published SDK looks), then DefaultRouterNamespace (where this
+	// project installs the router). Extension over the published SDK.
+	RouterNamespace string
 	// GatewayName selects Gateway mode: requests go to the address of this
 	// gateway.networking.k8s.io/v1 Gateway, which fronts the router.
 	GatewayName string
@@ -203,6 +211,9 @@ func (o *Options) validate() error {
 	}
 	if len(validation.IsDNS1123Label(o.Namespace)) > 0 {
 		bad("Namespace %q is not a valid namespace name (DNS label)", o.Namespace)
+	}
+	if o.RouterNamespace != "" && len(validation.IsDNS1123Label(o.RouterNamespace)) > 0 {
+		bad("RouterNamespace %q is not a valid namespace name (DNS label)", o.RouterNamespace)
 	}
 	if len(validation.IsDNS1123Label(o.GatewayNamespace)) > 0 {
 		bad("GatewayNamespace %q is not a valid namespace name (DNS label)", o.GatewayNamespace)

@@ -17,7 +17,9 @@ import (
 	"google.golang.org/grpc"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
@@ -46,6 +48,9 @@ type Sandbox struct {
 	lifecycleSpan trace.Span
 	// presetAnnotations are put on the claim Open creates.
 	presetAnnotations map[string]string
+	// claimless: the handle is attached to a Sandbox no claim owns (see
+	// Attach); Open re-attaches to it and Close leaves it alone.
+	claimless bool
 }
 
 // connection is one connected transport; a reconnect makes a new one.
@@ -55,16 +60,29 @@ type connection struct {
 	http     *connector
 	grpc     *grpc.ClientConn
 	ops      sync.WaitGroup // in-flight operations
+	// sharedHTTP: the HTTP transport is the helper's, shared with other
+	// handles, and keeps its idle connections.
+	sharedHTTP bool
+	closeOnce  sync.Once
+	closed     chan struct{} // closed by close
 }
 
 func (c *connection) close() {
-	if c.grpc != nil {
-		_ = c.grpc.Close()
-	}
-	_ = c.strategy.Close()
-	if t, ok := c.http.client.Transport.(interface{ CloseIdleConnections() }); ok {
-		t.CloseIdleConnections()
-	}
+	c.closeOnce.Do(func() {
+		if c.closed != nil {
+			close(c.closed)
+		}
+		if c.grpc != nil {
+			_ = c.grpc.Close()
+		}
+		_ = c.strategy.Close()
+		if c.sharedHTTP {
+			return
+		}
+		if t, ok := c.http.client.Transport.(interface{ CloseIdleConnections() }); ok {
+			t.CloseIdleConnections()
+		}
+	})
 }
 
 // New validates opts and returns an unopened handle. It does not touch the
@@ -103,6 +121,31 @@ func newAttached(ctx context.Context, opts Options, claim, sandboxName string) (
 		return nil, err
 	}
 	s.claimName, s.sandboxName = claim, sandboxName
+	return s, nil
+}
+
+// Attach returns a handle connected to an existing Sandbox that no claim
+// owns: one created directly (with kubectl, `agent-sandbox create` or a
+// controller of the caller's) rather than claimed from a warm pool. It
+// waits, by watching and for up to SandboxReadyTimeout, until the Sandbox
+// is Ready. The handle does not own the Sandbox: Close only disconnects,
+// and the Sandbox stays. A Sandbox owned by a claim is refused (attach
+// through the claim with Client.GetSandbox), and so is an unclaimed warm
+// pool member (claim one with Open or Client.CreateSandbox). A missing
+// Sandbox is an error matching ErrNotFound. opts.WarmPoolName is not
+// needed. Extension over the published SDK.
+func Attach(ctx context.Context, opts Options, sandboxName string) (*Sandbox, error) {
+	if len(validation.IsDNS1123Subdomain(sandboxName)) > 0 {
+		return nil, fmt.Errorf("sandbox: %q is not a valid Sandbox name (DNS subdomain)", sandboxName)
+	}
+	s, err := New(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.sandboxName, s.claimless = sandboxName, true
+	if err := s.Open(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -168,12 +211,64 @@ func (s *Sandbox) Open(ctx context.Context) error {
 	}()
 
 	switch {
+	case s.claimless:
+		return s.attach(octx)
 	case claim != "" && name == "":
-		return fmt.Errorf("sandbox: claim %s/%s: %w", s.opts.Namespace, claim, ErrOrphanedClaim)
+		return fmt.Errorf("sandbox: claim %s/%s could not be deleted earlier; Close retries the deletion: %w",
+			s.opts.Namespace, claim, ErrOrphanedClaim)
 	case claim != "":
 		return s.reconnect(octx)
 	}
 	return s.create(octx)
+}
+
+// attach is Open for a claimless handle: the Sandbox must exist, be owned
+// by no claim and no warm pool, and become Ready.
+func (s *Sandbox) attach(ctx context.Context) (err error) {
+	ctx = s.startLifecycle(ctx)
+	ctx, span := s.tracer.Start(ctx, s.svc+".attach")
+	defer func() {
+		recordErr(span, err)
+		span.End()
+		if err != nil {
+			s.endLifecycle(err)
+		}
+	}()
+	name := s.SandboxName()
+	key := types.NamespacedName{Namespace: s.opts.Namespace, Name: name}
+	var sb sandboxv1beta1.Sandbox
+	if err := s.helper.AgentsClient.Get(ctx, key, &sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("sandbox: sandbox %s: %w", key, ErrNotFound)
+		}
+		return fmt.Errorf("sandbox: getting sandbox %s: %w", key, err)
+	}
+	if ref := metav1.GetControllerOfNoCopy(&sb); ref != nil {
+		switch ref.Kind {
+		case "SandboxClaim":
+			return fmt.Errorf("sandbox: sandbox %s belongs to claim %s; attach through the claim (Client.GetSandbox) instead", key, ref.Name)
+		case "SandboxWarmPool":
+			return fmt.Errorf("sandbox: sandbox %s is an unclaimed member of warm pool %s; claim one from the pool (CreateSandbox) instead", key, ref.Name)
+		}
+	}
+	ready := &sb
+	if !meta.IsStatusConditionTrue(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady) {
+		wctx, cancel := context.WithTimeout(ctx, s.opts.SandboxReadyTimeout)
+		defer cancel()
+		if ready, err = s.helper.waitSandboxReady(wctx, s.opts.Namespace, name); err != nil {
+			return err
+		}
+	}
+	st := stateOf(ready)
+	conn, err := s.connect(ctx, st)
+	if err != nil {
+		if conn != nil {
+			conn.close()
+		}
+		return err
+	}
+	s.install(conn, st)
+	return nil
 }
 
 // startLifecycle starts the span that parents the handle's operations.
@@ -197,7 +292,12 @@ func (s *Sandbox) endLifecycle(err error) {
 	}
 }
 
-// create is Open's provisioning path.
+// create is Open's provisioning path. Everything that does not depend on
+// which Sandbox the claim gets runs alongside the claim: the transport of
+// modes that reach the sandbox through the router (tunnel, Gateway, URL)
+// is set up from the start, and a watch on the Sandboxes labelled with the
+// claim's UID starts as soon as the claim exists, so that the Sandbox is
+// usually known and Ready by the time the claim's status names it.
 func (s *Sandbox) create(ctx context.Context) (err error) {
 	if err := validateWarmPoolName(s.opts.WarmPoolName); err != nil {
 		return err
@@ -206,6 +306,20 @@ func (s *Sandbox) create(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			s.endLifecycle(err)
+		}
+	}()
+
+	// One budget for the claim and both waits: the caller asked for a
+	// Ready sandbox within SandboxReadyTimeout, however the time splits. A
+	// failing early transport ends the waits at once.
+	wctx, cancelWait := context.WithCancelCause(ctx)
+	defer cancelWait(nil)
+	wctx, cancelTimeout := context.WithTimeout(wctx, s.opts.SandboxReadyTimeout)
+	defer cancelTimeout()
+	early := s.dialEarly(ctx, cancelWait)
+	defer func() {
+		if err != nil {
+			early.discard()
 		}
 	}()
 
@@ -221,14 +335,19 @@ func (s *Sandbox) create(ctx context.Context) (err error) {
 	s.claimName = claim.Name
 	s.mu.Unlock()
 	s.opts.Logger.V(1).Info("sandbox claim created", "claim", claim.Name, "namespace", s.opts.Namespace)
+	pw := s.helper.startSandboxPrewatch(wctx, s.opts.Namespace, claim.UID)
 
-	// One budget for both waits: the caller asked for a Ready sandbox
-	// within SandboxReadyTimeout, however the time splits.
-	wctx, cancel := context.WithTimeout(ctx, s.opts.SandboxReadyTimeout)
-	defer cancel()
-
+	// waitErr prefers the early transport's failure, which cut the wait
+	// short, over the wait's own error.
+	waitErr := func(err error) error {
+		if err != nil && early.failed() {
+			return early.err
+		}
+		return err
+	}
 	rctx, span := s.tracer.Start(wctx, s.svc+".resolve_sandbox_name", trace.WithAttributes(attribute.String(attrClaimName, claim.Name)))
-	name, err := s.helper.resolveSandboxName(rctx, s.opts.Namespace, claim.Name)
+	name, err := s.helper.resolveSandboxName(rctx, s.opts.Namespace, claim.Name, claim)
+	err = waitErr(err)
 	recordErr(span, err)
 	span.End()
 	if err != nil {
@@ -239,19 +358,89 @@ func (s *Sandbox) create(ctx context.Context) (err error) {
 	s.mu.Unlock()
 
 	rctx, span = s.tracer.Start(wctx, s.svc+".wait_for_sandbox_ready")
-	sb, err := s.helper.waitSandboxReady(rctx, s.opts.Namespace, name)
+	sb, err := s.helper.waitClaimedSandboxReady(rctx, s.opts.Namespace, name, pw)
+	err = waitErr(err)
 	recordErr(span, err)
 	span.End()
 	if err != nil {
 		return s.rollback(ctx, nil, err)
 	}
 	st := stateOf(sb)
-	conn, err := s.connect(ctx, st)
+	var conn *connection
+	if early != nil {
+		conn, err = early.connection(s, st)
+	} else {
+		conn, err = s.connect(ctx, st)
+	}
 	if err != nil {
 		return s.rollback(ctx, conn, err)
 	}
 	s.install(conn, st)
 	return nil
+}
+
+// earlyDial is a transport being set up while the claim is bound.
+type earlyDial struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	strat  ConnectionStrategy
+	base   string
+	err    error
+}
+
+// dialEarly starts the transport now if the mode does not need to know
+// the sandbox (everything but the pod tunnel and in-cluster modes), and
+// returns nil otherwise. A failure cancels the claim waits through
+// cancelWait, with the failure as the cause.
+func (s *Sandbox) dialEarly(ctx context.Context, cancelWait context.CancelCauseFunc) *earlyDial {
+	if s.mode.needsSandbox() {
+		return nil
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	e := &earlyDial{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		e.strat, e.base, e.err = s.dial(dctx)
+		close(e.done) // before cancelWait, so failed() sees the error
+		if e.err != nil {
+			cancelWait(e.err)
+		}
+	}()
+	return e
+}
+
+// connection waits for the early transport and completes it for st.
+func (e *earlyDial) connection(s *Sandbox, st sandboxState) (*connection, error) {
+	<-e.done
+	e.cancel()
+	if e.err != nil {
+		return nil, e.err
+	}
+	return s.assemble(e.strat, e.base, st)
+}
+
+// failed reports whether the early transport has failed already.
+func (e *earlyDial) failed() bool {
+	if e == nil {
+		return false
+	}
+	select {
+	case <-e.done:
+		return e.err != nil
+	default:
+		return false
+	}
+}
+
+// discard stops and closes the early transport of a failed Open.
+func (e *earlyDial) discard() {
+	if e == nil {
+		return
+	}
+	e.cancel()
+	<-e.done
+	if e.err == nil && e.strat != nil {
+		_ = e.strat.Close()
+	}
 }
 
 // rollback undoes a failed Open: closes the transport and deletes the
@@ -274,7 +463,7 @@ func (s *Sandbox) rollback(ctx context.Context, conn *connection, cause error) e
 		s.mu.Lock()
 		s.sandboxName = ""
 		s.mu.Unlock()
-		return errors.Join(cause, fmt.Errorf("rolling back: %w (%w)", err, ErrOrphanedClaim))
+		return errors.Join(cause, fmt.Errorf("rolling back: %w; Close retries the deletion (%w)", err, ErrOrphanedClaim))
 	}
 	s.clearIdentity()
 	return cause
@@ -312,7 +501,8 @@ func (s *Sandbox) reconnect(ctx context.Context) (err error) {
 		s.clearIdentity()
 		return fmt.Errorf("sandbox: claim %s/%s: %w", s.opts.Namespace, claimName, ErrSandboxDeleted)
 	case err != nil:
-		return fmt.Errorf("sandbox: verifying claim %s/%s: %w: %w", s.opts.Namespace, claimName, ErrOrphanedClaim, err)
+		return fmt.Errorf("sandbox: claim %s/%s cannot be read (%w); Open again to retry, or Close to delete it: %w",
+			s.opts.Namespace, claimName, err, ErrOrphanedClaim)
 	}
 	if n := claim.Status.SandboxStatus.Name; n != "" && n != name {
 		name = n
@@ -327,11 +517,12 @@ func (s *Sandbox) reconnect(ctx context.Context) (err error) {
 	recordErr(vspan, err)
 	vspan.End()
 	if err != nil {
-		return fmt.Errorf("sandbox: verifying sandbox %s/%s: %w: %w", s.opts.Namespace, name, ErrOrphanedClaim, err)
+		return fmt.Errorf("sandbox: claim %s/%s names sandbox %s, which cannot be read (%w); Close deletes the claim: %w",
+			s.opts.Namespace, claimName, name, err, ErrOrphanedClaim)
 	}
 	if !meta.IsStatusConditionTrue(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady) {
-		return fmt.Errorf("sandbox: sandbox %s/%s is not Ready (%s): %w", s.opts.Namespace, name,
-			conditionsString(sb.Status.Conditions), ErrOrphanedClaim)
+		return fmt.Errorf("sandbox: claim %s/%s is bound to sandbox %s, which is not Ready (%s); Open again once it is, or Close to delete the claim: %w",
+			s.opts.Namespace, claimName, name, conditionsString(sb.Status.Conditions), ErrOrphanedClaim)
 	}
 	st := stateOf(&sb)
 	conn, err := s.connect(ctx, st)
@@ -356,7 +547,12 @@ func (s *Sandbox) install(conn *connection, st sandboxState) {
 		return
 	}
 	go func() {
-		<-m.Done()
+		select {
+		case <-m.Done():
+		case <-conn.closed:
+			// Closed on purpose; a shared tunnel lives on without it.
+			return
+		}
 		s.mu.Lock()
 		// A monitor of a connection that was already replaced or closed
 		// on purpose has nothing to say.
@@ -392,7 +588,7 @@ func (s *Sandbox) newStrategy(st sandboxState) ConnectionStrategy {
 		}
 		return &inClusterStrategy{podIP: st.podIP, port: port, grpcPort: o.SandboxdGRPCPort}
 	}
-	return &routerTunnelStrategy{h: s.helper, namespace: o.Namespace, timeout: o.PortForwardReadyTimeout, log: o.Logger}
+	return &routerTunnelStrategy{h: s.helper, namespaces: routerNamespaces(o), timeout: o.PortForwardReadyTimeout, log: o.Logger}
 }
 
 // spanName of each mode's connect step.
@@ -408,9 +604,29 @@ func (m mode) spanSuffix() string {
 	return ".connect"
 }
 
+// needsSandbox reports whether the mode's transport depends on which
+// sandbox it reaches (its Pod), so it cannot be set up before the claim is
+// bound.
+func (m mode) needsSandbox() bool { return m == modePodTunnel || m == modeInCluster }
+
 // connect establishes a connection to the sandbox described by st. On
 // error the returned connection (if any) must be closed by the caller.
 func (s *Sandbox) connect(ctx context.Context, st sandboxState) (*connection, error) {
+	strat, base, err := s.dialFor(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return s.assemble(strat, base, st)
+}
+
+// dial sets up the transport of a mode that does not need the sandbox.
+func (s *Sandbox) dial(ctx context.Context) (ConnectionStrategy, string, error) {
+	return s.dialFor(ctx, sandboxState{})
+}
+
+// dialFor runs the strategy's Connect under the mode's span; on error the
+// strategy is closed.
+func (s *Sandbox) dialFor(ctx context.Context, st sandboxState) (ConnectionStrategy, string, error) {
 	o := &s.opts
 	strat := s.newStrategy(st)
 	cctx, span := s.tracer.Start(ctx, s.svc+s.mode.spanSuffix())
@@ -422,8 +638,15 @@ func (s *Sandbox) connect(ctx context.Context, st sandboxState) (*connection, er
 	span.End()
 	if err != nil {
 		_ = strat.Close()
-		return nil, err
+		return nil, "", err
 	}
+	return strat, base, nil
+}
+
+// assemble builds the connection to the sandbox st over a connected
+// strategy. On error the returned connection must be closed by the caller.
+func (s *Sandbox) assemble(strat ConnectionStrategy, base string, st sandboxState) (*connection, error) {
+	o := &s.opts
 	ep := endpoint{baseURL: base, port: o.ServerPort, grpcPort: o.SandboxdGRPCPort}
 	if o.Runtime == RuntimeSandboxd {
 		ep.port = o.SandboxdRESTPort
@@ -442,11 +665,20 @@ func (s *Sandbox) connect(ctx context.Context, st sandboxState) (*connection, er
 			ep.grpcTarget = gt.GRPCTarget()
 		}
 	}
+	// Requests through the router share the helper's transport, so a new
+	// handle reuses the connections of earlier ones.
+	rt := o.HTTPTransport
+	shared := rt == nil && ep.routerHeaders
+	if shared {
+		rt = s.helper.sharedTransport(o.PerAttemptTimeout)
+	}
 	conn := &connection{
-		strategy: strat,
-		ep:       ep,
+		strategy:   strat,
+		ep:         ep,
+		sharedHTTP: shared,
+		closed:     make(chan struct{}),
 		http: &connector{
-			client:        newHTTPClient(o.HTTPTransport, o.PerAttemptTimeout),
+			client:        newHTTPClient(rt, o.PerAttemptTimeout),
 			baseURL:       base,
 			routerHeaders: ep.routerHeaders,
 			port:          ep.port,
@@ -491,6 +723,11 @@ func (s *Sandbox) Close(ctx context.Context) error {
 
 	start := time.Now()
 	s.detach(s.opts.CleanupTimeout / 2)
+	if s.claimless {
+		// Not ours to delete.
+		s.endLifecycle(nil)
+		return nil
+	}
 	s.mu.Lock()
 	claim := s.claimName
 	s.mu.Unlock()

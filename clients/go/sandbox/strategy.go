@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -60,34 +61,73 @@ type grpcTargeter interface {
 }
 
 // routerTunnelStrategy port-forwards to a ready router Pod found through
-// the EndpointSlices of sandbox-router-svc in namespace.
+// the EndpointSlices of sandbox-router-svc, in the first of namespaces
+// that has one.
 type routerTunnelStrategy struct {
-	h         *K8sHelper
-	namespace string
-	timeout   time.Duration
-	log       logr.Logger
-	t         *tunnel
+	h          *K8sHelper
+	namespaces []string
+	timeout    time.Duration
+	log        logr.Logger
+	// st is the helper's shared tunnel this strategy holds (nil before
+	// Connect and after Close); t, namespace and pod are its tunnel and
+	// the router it reaches.
+	st             *sharedTunnel
+	t              *tunnel
+	namespace, pod string
 }
 
+// routerNamespaces lists where the tunnel looks for the router: the
+// option, else the sandbox's namespace then DefaultRouterNamespace.
+func routerNamespaces(o *Options) []string {
+	if o.RouterNamespace != "" {
+		return []string{o.RouterNamespace}
+	}
+	if o.Namespace == DefaultRouterNamespace {
+		return []string{o.Namespace}
+	}
+	return []string{o.Namespace, DefaultRouterNamespace}
+}
+
+// Connect takes the helper's live tunnel to the router, or opens one: the
+// tunnel does not depend on the sandbox, so the handles of one helper
+// share it (see sharedState).
 func (s *routerTunnelStrategy) Connect(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	pod, err := findRouterPod(ctx, s.h, s.namespace)
+	st, err := s.h.acquireRouterTunnel(ctx, s.namespaces, s.open)
 	if err != nil {
 		return "", err
 	}
-	t, err := openTunnel(ctx, s.h, s.namespace, pod, []int{routerPodPort})
-	if err != nil {
-		return "", err
-	}
-	s.t = t
-	s.log.V(1).Info("port-forward to sandbox-router established", "pod", pod, "local_port", t.local[0])
-	return "http://127.0.0.1:" + strconv.Itoa(int(t.local[0])), nil
+	s.st, s.t, s.namespace, s.pod = st, st.t, st.namespace, st.pod
+	return "http://127.0.0.1:" + strconv.Itoa(int(st.t.local[0])), nil
 }
 
+// open opens a tunnel to a ready router Pod in the first namespace that
+// has one.
+func (s *routerTunnelStrategy) open(ctx context.Context) (*tunnel, string, string, error) {
+	var errs []error
+	for _, ns := range s.namespaces {
+		pod, err := findRouterPod(ctx, s.h, ns)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t, err := openTunnel(ctx, s.h, ns, pod, []int{routerPodPort})
+		if err != nil {
+			return nil, "", "", err
+		}
+		s.log.V(1).Info("port-forward to sandbox-router established", "namespace", ns, "pod", pod, "local_port", t.local[0])
+		return t, ns, pod, nil
+	}
+	return nil, "", "", errors.Join(errs...)
+}
+
+// Close releases the shared tunnel; the last user's release leaves it
+// open for a while for the next handle.
 func (s *routerTunnelStrategy) Close() error {
-	if s.t != nil {
-		s.t.Close()
+	if s.st != nil {
+		s.h.releaseRouterTunnel(s.namespaces, s.st)
+		s.st = nil
 	}
 	return nil
 }

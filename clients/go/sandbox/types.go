@@ -25,10 +25,11 @@ var (
 	ErrPortForwardDied = errors.New("port-forward connection lost")
 	// ErrAlreadyOpen: Open on a connected handle.
 	ErrAlreadyOpen = errors.New("sandbox is already open; call Close first")
-	// ErrOrphanedClaim: the handle holds a claim it cannot use (a deletion
-	// failed, or the claim's sandbox is gone or not ready); Close retries
-	// the deletion.
-	ErrOrphanedClaim = errors.New("orphaned claim; call Close to retry deletion")
+	// ErrOrphanedClaim: the handle holds a claim it cannot use right now:
+	// a deletion failed, or the claim's sandbox is gone, unreadable or not
+	// Ready. The error says which; Open again to retry the attachment, or
+	// Close to delete the claim (Close retries a failed deletion).
+	ErrOrphanedClaim = errors.New("orphaned claim")
 	// ErrRetriesExhausted: every attempt of a call failed; wraps the last
 	// error.
 	ErrRetriesExhausted = errors.New("retries exhausted")
