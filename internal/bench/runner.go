@@ -129,25 +129,35 @@ func (r *Result) splitWrites() {
 	r.WritesPerClaim = (client + claim + refill + teardown + events) / n
 }
 
+// harnessClient returns the harness's own client, unthrottled (it is not
+// the one being measured), and the warm pool the scenario uses.
+func harnessClient(ctx context.Context, cfg *rest.Config, namespace, warmPool string) (client.WithWatch, *extv1beta1.SandboxWarmPool, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, nil, err
+	}
+	rc := rest.CopyConfig(cfg)
+	rc.QPS, rc.Burst = -1, 1000
+	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating client: %w", err)
+	}
+	pool := &extv1beta1.SandboxWarmPool{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: warmPool}, pool); err != nil {
+		return nil, nil, fmt.Errorf("warm pool %s/%s: %w", namespace, warmPool, err)
+	}
+	return c, pool, nil
+}
+
 // Run executes one scenario. It sizes and pre-warms the pool outside the
 // timed window and deletes every claim it created before returning.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	scheme, err := newScheme()
+	c, pool, err := harnessClient(ctx, cfg.RestConfig, cfg.Namespace, cfg.WarmPool)
 	if err != nil {
 		return nil, err
-	}
-	rc := rest.CopyConfig(cfg.RestConfig)
-	rc.QPS, rc.Burst = -1, 1000
-	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("creating client: %w", err)
-	}
-	pool := &extv1beta1.SandboxWarmPool{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.WarmPool}, pool); err != nil {
-		return nil, fmt.Errorf("warm pool %s/%s: %w", cfg.Namespace, cfg.WarmPool, err)
 	}
 	origReplicas := pool.DesiredReplicas()
 	want := cfg.PoolSize
@@ -178,7 +188,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	var apiBefore RequestCounts
-	apiBefore, apiErr := ScrapeAPIServerWrites(ctx, rc)
+	apiBefore, apiErr := ScrapeAPIServerWrites(ctx, cfg.RestConfig)
 	var cpuBefore float64
 	if cfg.ControllerMetricsURL != "" {
 		cpuBefore, _, _ = ScrapeProcess(ctx, cfg.ControllerMetricsURL)
@@ -279,7 +289,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Warm, res.ColdLaunches = countLaunches(ctx, c, cfg.Namespace, res.Traces)
 	if apiErr == nil {
 		var after RequestCounts
-		if after, apiErr = ScrapeAPIServerWrites(ctx, rc); apiErr == nil {
+		if after, apiErr = ScrapeAPIServerWrites(ctx, cfg.RestConfig); apiErr == nil {
 			res.Writes = after.Sub(apiBefore)
 			res.splitWrites()
 		}

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,20 +68,9 @@ func RunSDK(ctx context.Context, cfg SDKConfig) (*Result, error) {
 	if cfg.Command == "" {
 		cfg.Command, cfg.WantOutput = "echo ready", "ready\n"
 	}
-	scheme, err := newScheme()
+	c, pool, err := harnessClient(ctx, cfg.RestConfig, cfg.Namespace, cfg.WarmPool)
 	if err != nil {
 		return nil, err
-	}
-	// The harness's own client is not the one being measured: no throttle.
-	rc := rest.CopyConfig(cfg.RestConfig)
-	rc.QPS, rc.Burst = -1, 1000
-	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("creating client: %w", err)
-	}
-	pool := &extv1beta1.SandboxWarmPool{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.WarmPool}, pool); err != nil {
-		return nil, fmt.Errorf("warm pool %s/%s: %w", cfg.Namespace, cfg.WarmPool, err)
 	}
 	size := pool.DesiredReplicas()
 	if cfg.PoolSize > 0 && cfg.PoolSize != size {
@@ -120,7 +108,7 @@ func RunSDK(ctx context.Context, cfg SDKConfig) (*Result, error) {
 		_ = sdk.DeleteAll(cctx)
 	}()
 
-	apiBefore, apiErr := ScrapeAPIServerWrites(ctx, rc)
+	apiBefore, apiErr := ScrapeAPIServerWrites(ctx, cfg.RestConfig)
 	res := &Result{Scenario: SDK}
 	start := time.Now()
 	for i := range cfg.Count {
@@ -166,7 +154,7 @@ func RunSDK(ctx context.Context, cfg SDKConfig) (*Result, error) {
 		// Let the last teardown and refill be counted.
 		time.Sleep(2 * time.Second)
 		var after RequestCounts
-		if after, apiErr = ScrapeAPIServerWrites(ctx, rc); apiErr == nil {
+		if after, apiErr = ScrapeAPIServerWrites(ctx, cfg.RestConfig); apiErr == nil {
 			res.Writes = after.Sub(apiBefore)
 			res.splitWrites()
 		}

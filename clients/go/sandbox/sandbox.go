@@ -259,16 +259,7 @@ func (s *Sandbox) attach(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	st := stateOf(ready)
-	conn, err := s.connect(ctx, st)
-	if err != nil {
-		if conn != nil {
-			conn.close()
-		}
-		return err
-	}
-	s.install(conn, st)
-	return nil
+	return s.connectAndInstall(ctx, stateOf(ready))
 }
 
 // startLifecycle starts the span that parents the handle's operations.
@@ -524,13 +515,18 @@ func (s *Sandbox) reconnect(ctx context.Context) (err error) {
 		return fmt.Errorf("sandbox: claim %s/%s is bound to sandbox %s, which is not Ready (%s); Open again once it is, or Close to delete the claim: %w",
 			s.opts.Namespace, claimName, name, conditionsString(sb.Status.Conditions), ErrOrphanedClaim)
 	}
-	st := stateOf(&sb)
+	// On a connection error the claim is fine; the caller may Open again.
+	return s.connectAndInstall(ctx, stateOf(&sb))
+}
+
+// connectAndInstall connects to the sandbox st describes and makes that
+// connection the handle's; a failed attempt leaves nothing open.
+func (s *Sandbox) connectAndInstall(ctx context.Context, st sandboxState) error {
 	conn, err := s.connect(ctx, st)
 	if err != nil {
 		if conn != nil {
 			conn.close()
 		}
-		// The claim is fine; the caller may simply Open again.
 		return err
 	}
 	s.install(conn, st)
