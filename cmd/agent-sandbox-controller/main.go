@@ -51,6 +51,7 @@ type flags struct {
 	statusCoalesceWindow    time.Duration
 	cacheLabelSelectors     bool
 	transport               transport.Options
+	pprof                   manager.PProf
 
 	ext extensions.Options
 }
@@ -72,6 +73,10 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 		"Delay for Sandbox status writes that only refine a not-ready state; 0 writes every change at once.")
 	fs.IntVar(&f.transport.Connections, "api-connections", 1, "HTTP/2 connections to the apiserver that non-watch requests are spread over; must be >= 1.")
 	fs.BoolVar(&f.transport.SeparateWatch, "separate-watch-connection", false, "Give the informers' list/watch requests a connection of their own.")
+	fs.BoolVar(&f.pprof.Enabled, "enable-pprof", false, "Serve /debug/pprof/profile on the metrics server.")
+	fs.BoolVar(&f.pprof.Debug, "enable-pprof-debug", false, "Serve every pprof endpoint and /debug/fgprof on the metrics server, with block and mutex profiling; implies --enable-pprof.")
+	fs.IntVar(&f.pprof.BlockProfileRate, "pprof-block-profile-rate", 1000000, "Block profile rate with --enable-pprof-debug (runtime.SetBlockProfileRate); negative means 0.")
+	fs.IntVar(&f.pprof.MutexProfileFraction, "pprof-mutex-profile-fraction", 10, "Mutex profile fraction with --enable-pprof-debug (runtime.SetMutexProfileFraction); negative means 0.")
 	fs.BoolVar(&f.cacheLabelSelectors, "cache-label-selectors", false, "Cache only Pods and Services that carry the sandbox tracking label.")
 	e := &f.ext
 	fs.IntVar(&e.ClaimWorkers, "sandbox-claim-concurrent-workers", 50, "Concurrent SandboxClaim reconciles; must be > 0.")
@@ -144,6 +149,7 @@ func run(args []string) error {
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 		CacheLabelSelectors:     f.cacheLabelSelectors,
 		Transport:               f.transport,
+		PProf:                   f.pprof,
 	})
 	if err != nil {
 		return err

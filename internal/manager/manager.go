@@ -46,6 +46,8 @@ type Options struct {
 	// Transport shards API connections and can give watches their own;
 	// the zero value is client-go's single shared connection.
 	Transport transport.Options
+	// PProf adds profiling endpoints to the metrics server.
+	PProf PProf
 }
 
 // NewScheme returns the scheme with every type the controllers use.
@@ -90,7 +92,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress, ExtraHandlers: opts.PProf.handlers()},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              LeaderElectionID,
