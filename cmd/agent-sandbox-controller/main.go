@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/internal/metrics"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 	"github.com/agent-sandbox/agent-sandbox/internal/transport"
 )
 
@@ -52,6 +54,7 @@ type flags struct {
 	cacheLabelSelectors     bool
 	transport               transport.Options
 	pprof                   manager.PProf
+	enableTracing           bool
 
 	ext extensions.Options
 }
@@ -73,6 +76,7 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 		"Delay for Sandbox status writes that only refine a not-ready state; 0 writes every change at once.")
 	fs.IntVar(&f.transport.Connections, "api-connections", 1, "HTTP/2 connections to the apiserver that non-watch requests are spread over; must be >= 1.")
 	fs.BoolVar(&f.transport.SeparateWatch, "separate-watch-connection", false, "Give the informers' list/watch requests a connection of their own.")
+	fs.BoolVar(&f.enableTracing, "enable-tracing", false, "Export traces of reconciles over OTLP/gRPC (configured by OTEL_EXPORTER_OTLP_ENDPOINT and friends); the controller exits if the exporter cannot start.")
 	fs.BoolVar(&f.pprof.Enabled, "enable-pprof", false, "Serve /debug/pprof/profile on the metrics server.")
 	fs.BoolVar(&f.pprof.Debug, "enable-pprof-debug", false, "Serve every pprof endpoint and /debug/fgprof on the metrics server, with block and mutex profiling; implies --enable-pprof.")
 	fs.IntVar(&f.pprof.BlockProfileRate, "pprof-block-profile-rate", 1000000, "Block profile rate with --enable-pprof-debug (runtime.SetBlockProfileRate); negative means 0.")
@@ -136,6 +140,19 @@ func run(args []string) error {
 	http.DefaultServeMux = http.NewServeMux()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zopts)))
 
+	if f.enableTracing {
+		shutdown, err := tracing.Setup(context.Background())
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := shutdown(ctx); err != nil {
+				ctrl.Log.Error(err, "flushing traces")
+			}
+		}()
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)

@@ -38,6 +38,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/template"
 	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 // ControllerName is the reporting controller of claim events.
@@ -126,7 +127,7 @@ func NewReconciler(c client.Client, api client.Reader, recorder events.EventReco
 func (r *Reconciler) Queue() *CandidateQueue { return r.queue }
 
 // Reconcile brings one claim to its bound, mirrored state, or expires it.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var claim extv1beta1.SandboxClaim
 	if err := r.client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -135,6 +136,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("getting claim: %w", err)
 	}
+	ctx, span := tracing.Start(ctx, &claim, "ReconcileSandboxClaim")
+	defer func() { tracing.End(span, err) }()
 	r.cleanupLegacyPolicy(ctx, &claim)
 	if claim.DeletionTimestamp != nil {
 		// The Sandbox goes with the claim through its owner reference.

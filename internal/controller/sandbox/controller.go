@@ -20,6 +20,7 @@ import (
 
 	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 // ControllerName is the reporting name of the Sandbox controller.
@@ -117,7 +118,7 @@ func (r *Reconciler) now() time.Time {
 }
 
 // Reconcile brings one Sandbox's children and status in line with its spec.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	sb := &sandboxv1beta1.Sandbox{}
 	if err := r.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -131,6 +132,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.clock.drop(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	ctx, span := tracing.Start(ctx, sb, "ReconcileSandbox")
+	defer func() { tracing.End(span, err) }()
 	log := log.FromContext(ctx)
 	r.clock.catchUp(sb)
 	old := sb.Status.DeepCopy()

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 
 	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 // podResult is what the pod step found: the Pod the Sandbox tracks (owned
@@ -33,7 +36,9 @@ func (e *multiplePodsError) Error() string {
 
 // reconcilePod finds the Sandbox's Pod and makes it match the desired
 // operating mode: deleted when Suspended, created or adopted when Running.
-func (r *Reconciler) reconcilePod(ctx context.Context, sb *sandboxv1beta1.Sandbox) (podResult, error) {
+func (r *Reconciler) reconcilePod(ctx context.Context, sb *sandboxv1beta1.Sandbox) (res podResult, err error) {
+	ctx, span := tracing.Tracer().Start(ctx, "reconcilePod")
+	defer func() { tracing.End(span, err) }()
 	pod, err := r.findPod(ctx, sb)
 	if err != nil {
 		return podResult{}, err
@@ -42,9 +47,16 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *sandboxv1beta1.Sandbo
 		return r.suspendPod(ctx, sb, pod)
 	}
 	if pod != nil {
+		span.AddEvent("ExistingPodStatusObserved", trace.WithAttributes(
+			attribute.String("pod.Name", pod.Name), attribute.String("pod.Phase", string(pod.Status.Phase))))
 		return r.reconcileExistingPod(ctx, sb, pod)
 	}
-	return r.createPod(ctx, sb)
+	res, err = r.createPod(ctx, sb)
+	if err == nil {
+		span.AddEvent("NewPodStatusObserved", trace.WithAttributes(
+			attribute.String("pod.Name", sb.Name), attribute.String("pod.Phase", string(corev1.PodPending))))
+	}
+	return res, err
 }
 
 // findPod resolves the Pod of a Sandbox. Ownership by UID is authoritative;

@@ -15,6 +15,7 @@ import (
 
 	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 // pvcName is the name of the claim made from template vct for a Sandbox.
@@ -23,7 +24,9 @@ func pvcName(vct, sandbox string) string { return vct + "-" + sandbox }
 // reconcilePVCs creates the Sandbox's PVCs. They are never deleted here: not
 // on suspend, not on expiry; only garbage collection removes them with the
 // Sandbox, so user data survives everything else.
-func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *sandboxv1beta1.Sandbox) error {
+func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *sandboxv1beta1.Sandbox) (err error) {
+	ctx, span := tracing.Tracer().Start(ctx, "reconcilePVCs")
+	defer func() { tracing.End(span, err) }()
 	var errs []error
 	for _, t := range sb.Spec.VolumeClaimTemplates {
 		if err := r.reconcilePVC(ctx, sb, t); err != nil {

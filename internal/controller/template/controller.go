@@ -26,6 +26,7 @@ import (
 
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 // ControllerName is the reporting controller of the template controller's
@@ -61,11 +62,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 
 // Reconcile labels the template with its name hash (the NetworkPolicy pod
 // selector value) and converges the shared NetworkPolicy.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var tmpl extv1beta1.SandboxTemplate
 	if err := r.Client.Get(ctx, req.NamespacedName, &tmpl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	ctx, span := tracing.Start(ctx, &tmpl, "ReconcileSandboxTemplate")
+	defer func() { tracing.End(span, err) }()
 	if !tmpl.DeletionTimestamp.IsZero() {
 		// The policy goes with the template through its owner reference.
 		return ctrl.Result{}, nil
