@@ -58,6 +58,12 @@ sandboxWarmPoolUnschedulableRecheckInterval: sandbox-warm-pool-unschedulable-rec
 enableWarmPoolEviction: enable-warm-pool-eviction
 disableClaimEvents: disable-claim-events
 disableClaimObservabilityAnnotations: disable-claim-observability-annotations
+apiConnections: api-connections
+separateWatchConnection: separate-watch-connection
+enablePprof: enable-pprof
+enablePprofDebug: enable-pprof-debug
+pprofBlockProfileRate: pprof-block-profile-rate
+pprofMutexProfileFraction: pprof-mutex-profile-fraction
 enableTracing: enable-tracing
 zapLogLevel: zap-log-level
 zapEncoder: zap-encoder
