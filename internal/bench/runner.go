@@ -129,6 +129,23 @@ func (r *Result) splitWrites() {
 	r.WritesPerClaim = (client + claim + refill + teardown + events) / n
 }
 
+// countTraces validates the traces and counts claims, errors and Ready.
+func (r *Result) countTraces() error {
+	r.Claims = len(r.Traces)
+	for _, t := range r.Traces {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		if t.Err != "" {
+			r.Errors++
+		}
+		if _, ok := t.Since(Ready); ok {
+			r.Ready++
+		}
+	}
+	return nil
+}
+
 // harnessClient returns the harness's own client, unthrottled (it is not
 // the one being measured), and the warm pool the scenario uses.
 func harnessClient(ctx context.Context, cfg *rest.Config, namespace, warmPool string) (client.WithWatch, *extv1beta1.SandboxWarmPool, error) {
@@ -269,17 +286,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	time.Sleep(2 * time.Second)
 
 	res := &Result{Scenario: cfg.Scenario, Elapsed: elapsed, Traces: tr.traces()}
-	res.Claims = len(res.Traces)
-	for _, t := range res.Traces {
-		if err := t.Validate(); err != nil {
-			return nil, err
-		}
-		if t.Err != "" {
-			res.Errors++
-		}
-		if _, ok := t.Since(Ready); ok {
-			res.Ready++
-		}
+	if err := res.countTraces(); err != nil {
+		return nil, err
 	}
 	res.Milestones = MilestoneSummaries(res.Traces)
 	res.Steps = StepSummaries(res.Traces)

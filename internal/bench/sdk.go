@@ -126,17 +126,10 @@ func RunSDK(ctx context.Context, cfg SDKConfig) (*Result, error) {
 		}
 	}
 	res.Elapsed = time.Since(start)
-	res.Claims = len(res.Traces)
+	if err := res.countTraces(); err != nil {
+		return nil, err
+	}
 	for _, t := range res.Traces {
-		if err := t.Validate(); err != nil {
-			return nil, err
-		}
-		if t.Err != "" {
-			res.Errors++
-		}
-		if _, ok := t.Since(Ready); ok {
-			res.Ready++
-		}
 		switch t.Launch {
 		case "":
 		case "warm":
