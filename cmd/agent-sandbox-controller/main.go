@@ -51,6 +51,7 @@ type flags struct {
 	kubeAPIBurst            int
 	sandboxWorkers          int
 	statusCoalesceWindow    time.Duration
+	writeBehindWindow       time.Duration
 	cacheLabelSelectors     bool
 	transport               transport.Options
 	pprof                   manager.PProf
@@ -72,6 +73,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", -1, "Client-side QPS limit towards the apiserver; <= 0 disables it.")
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 10, "Client-side burst towards the apiserver; must be > 0.")
 	fs.IntVar(&f.sandboxWorkers, "sandbox-concurrent-workers", 100, "Concurrent Sandbox reconciles; must be > 0.")
+	fs.DurationVar(&f.writeBehindWindow, "sandbox-write-behind-window", 0,
+		"Hold back the metadata patch of an already-owned Pod (e.g. the relabel after a claim adopts a warm Sandbox) by up to min(this, 1s); 0 writes at once.")
 	fs.DurationVar(&f.statusCoalesceWindow, "sandbox-status-coalesce-window", time.Second,
 		"Delay for Sandbox status writes that only refine a not-ready state; 0 writes every change at once.")
 	fs.IntVar(&f.transport.Connections, "api-connections", 1, "HTTP/2 connections to the apiserver that non-watch requests are spread over; must be >= 1.")
@@ -108,6 +111,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 		return nil, nil, fmt.Errorf("--kube-api-burst must be > 0, got %d", f.kubeAPIBurst)
 	case f.sandboxWorkers <= 0:
 		return nil, nil, fmt.Errorf("--sandbox-concurrent-workers must be > 0, got %d", f.sandboxWorkers)
+	case f.writeBehindWindow < 0:
+		return nil, nil, fmt.Errorf("--sandbox-write-behind-window must be >= 0, got %s", f.writeBehindWindow)
 	case f.statusCoalesceWindow < 0:
 		return nil, nil, fmt.Errorf("--sandbox-status-coalesce-window must be >= 0, got %s", f.statusCoalesceWindow)
 	case f.ext.ClaimWorkers <= 0 || f.ext.WarmPoolWorkers <= 0:
@@ -175,6 +180,7 @@ func run(args []string) error {
 		ClusterDomain:        f.clusterDomain,
 		Workers:              f.sandboxWorkers,
 		StatusCoalesceWindow: f.statusCoalesceWindow,
+		WriteBehindWindow:    f.writeBehindWindow,
 	}); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}

@@ -46,6 +46,7 @@ kubeAPIQPS: kube-api-qps
 kubeAPIBurst: kube-api-burst
 sandboxConcurrentWorkers: sandbox-concurrent-workers
 sandboxStatusCoalesceWindow: sandbox-status-coalesce-window
+sandboxWriteBehindWindow: sandbox-write-behind-window
 cacheLabelSelectors: cache-label-selectors
 sandboxClaimConcurrentWorkers: sandbox-claim-concurrent-workers
 sandboxWarmPoolConcurrentWorkers: sandbox-warm-pool-concurrent-workers

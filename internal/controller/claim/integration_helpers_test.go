@@ -35,9 +35,17 @@ type world struct {
 
 func newWorld(t *testing.T, opts extensions.Options) *world {
 	t.Helper()
+	return newWorldWith(t, harness.ManagerOptions{Extensions: opts})
+}
+
+// newWorldWith is newWorld with the manager configured by opts (its write
+// counter is the world's).
+func newWorldWith(t *testing.T, opts harness.ManagerOptions) *world {
+	t.Helper()
 	w := &world{t: t, c: env().Client, writes: &exttest.WriteCounter{}, gate: &exttest.ReadyGate{}}
 	exttest.StartKubelet(t, env(), w.gate.Ready, nil)
-	w.mgr = harness.StartManager(t, env(), harness.ManagerOptions{Writes: w.writes, Extensions: opts})
+	opts.Writes = w.writes
+	w.mgr = harness.StartManager(t, env(), opts)
 	w.ns = exttest.Namespace(t, w.c, "claim")
 	return w
 }

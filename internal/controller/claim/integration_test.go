@@ -17,7 +17,9 @@ import (
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest/harness"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/labels"
 )
 
@@ -318,3 +320,41 @@ func TestNoSuccessEventsByDefault(t *testing.T) {
 		return nil
 	})
 }
+
+// With --sandbox-write-behind-window the Pod relabel after an adoption is
+// held back (never past 1 s) and then written once: the claim is Ready
+// without it, and nothing is lost.
+func TestWarmAdoptionWriteBehind(t *testing.T) {
+	const window = 600 * time.Millisecond
+	w := newWorldWith(t, harness.ManagerOptions{Extensions: defaults(),
+		Sandbox: &sandbox.Options{Workers: 100, StatusCoalesceWindow: time.Second, WriteBehindWindow: window}})
+	w.readyPool("pool", 1, nil)
+	w.writes.Reset()
+	w.claim("c1", "pool", nil)
+	sb := w.waitReady("c1")
+	readyAt := time.Now()
+	relabelled := func() error {
+		p := w.pod(sb.Name)
+		if _, ok := p.Labels[labels.WarmPoolSandbox]; ok {
+			return errorf("pod still carries the pool label")
+		}
+		if _, ok := p.Annotations[labels.SafeToEvict]; ok {
+			return errorf("claimed pod is still safe to evict")
+		}
+		return nil
+	}
+	if err := relabelled(); err == nil {
+		t.Errorf("the Pod was relabelled before the claim was seen Ready; the patch was not held back")
+	}
+	exttest.Eventually(t, wait, relabelled)
+	if took := time.Since(readyAt); took > 2*podMetadataFlushBound {
+		t.Errorf("relabel landed %s after the claim was Ready; the bound is 1s", took)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := w.writes.Count("patch", "pods"); n != 1 {
+		t.Errorf("%d Pod patches for the adopted sandbox, want 1: %s", n, w.writes.String())
+	}
+}
+
+// podMetadataFlushBound mirrors the Sandbox controller's cap on the window.
+const podMetadataFlushBound = time.Second

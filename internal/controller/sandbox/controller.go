@@ -43,6 +43,11 @@ type Options struct {
 	// transitions, errors, suspension and expiry are never delayed. 0
 	// writes every change at once.
 	StatusCoalesceWindow time.Duration
+	// WriteBehindWindow defers the metadata patch of an already-owned Pod
+	// (drift of its labels and annotations, e.g. the relabel after a claim
+	// adopts a warm Sandbox) by up to min(window, 1s), so bursts of claims
+	// keep the apiserver for the writes they wait on. 0 writes at once.
+	WriteBehindWindow time.Duration
 }
 
 // Reconciler reconciles Sandboxes.
@@ -54,7 +59,8 @@ type Reconciler struct {
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 
-	clock *writeClock
+	clock  *writeClock
+	behind *writeBehind
 }
 
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
@@ -90,6 +96,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Recorder: mgr.GetEventRecorder(ControllerName),
 		Options:  opts,
 		clock:    newWriteClock(),
+		behind:   newWriteBehind(opts.WriteBehindWindow),
 	}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
@@ -123,6 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.clock.drop(req.NamespacedName)
+			r.behind.clear(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting sandbox: %w", err)
@@ -130,6 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	// Deletion cascades through owner references; there is nothing to do.
 	if sb.DeletionTimestamp != nil {
 		r.clock.drop(req.NamespacedName)
+		r.behind.clear(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	ctx, span := tracing.Start(ctx, sb, "ReconcileSandbox")
@@ -142,12 +151,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return r.reconcileExpired(ctx, sb, old)
 	}
 
-	reconcileErr := r.reconcileChildren(ctx, sb)
+	deferred, reconcileErr := r.reconcileChildren(ctx, sb)
 
-	result := ctrl.Result{}
+	result := ctrl.Result{RequeueAfter: deferred}
 	if sb.Spec.ShutdownTime != nil {
 		if left := sb.Spec.ShutdownTime.Sub(r.now()); left > 0 {
-			result.RequeueAfter = max(left, minExpiryRequeue)
+			result.RequeueAfter = earliest(result.RequeueAfter, max(left, minExpiryRequeue))
 		} else {
 			// It expired during this pass: report it now, tear down next pass.
 			markExpired(sb)
@@ -158,20 +167,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
-	if wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
-		result.RequeueAfter = wait
-	}
+	result.RequeueAfter = earliest(result.RequeueAfter, wait)
 	if reconcileErr != nil {
 		log.V(1).Info("reconcile failed", "error", reconcileErr.Error())
 	}
 	return result, reconcileErr
 }
 
+// earliest returns the sooner of two requeue delays, 0 meaning none.
+func earliest(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
 // reconcileChildren reconciles PVCs, the Pod and the Service, then computes
-// the status. The returned error is what controller-runtime backs off on;
-// a fail-closed refusal (multiple pods) is reported in status only, since
-// retrying cannot fix it.
-func (r *Reconciler) reconcileChildren(ctx context.Context, sb *sandboxv1beta1.Sandbox) error {
+// the status. It returns when a deferred Pod metadata patch is due, and the
+// error controller-runtime backs off on; a fail-closed refusal (multiple
+// pods) is reported in status only, since retrying cannot fix it.
+func (r *Reconciler) reconcileChildren(ctx context.Context, sb *sandboxv1beta1.Sandbox) (time.Duration, error) {
 	var errs []error
 	if err := r.reconcilePVCs(ctx, sb); err != nil {
 		errs = append(errs, err)
@@ -210,7 +225,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *sandboxv1beta1.S
 	if multi != nil && before != sandboxv1beta1.ReasonMultiplePods {
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, sandboxv1beta1.ReasonMultiplePods, "Reconciling", "%s", multi.Error())
 	}
-	return errors.Join(errs...)
+	return pr.deferred, errors.Join(errs...)
 }
 
 func readyReason(sb *sandboxv1beta1.Sandbox) string {

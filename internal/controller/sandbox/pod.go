@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -24,6 +25,8 @@ import (
 type podResult struct {
 	pod   *corev1.Pod
 	owned bool
+	// deferred is when a metadata patch held back by write-behind is due.
+	deferred time.Duration
 }
 
 // multiplePodsError means more than one Pod is controlled by the Sandbox.
@@ -166,6 +169,14 @@ func (r *Reconciler) reconcileExistingPod(ctx context.Context, sb *sandboxv1beta
 		return podResult{pod: pod, owned: true}, nil
 	}
 	lp, ap := podMetadataPatch(sb, pod.Labels, pod.Annotations)
+	key := client.ObjectKeyFromObject(sb)
+	if !adopting && len(lp)+len(ap) > 0 {
+		if wait := r.behind.wait(key, r.now()); wait > 0 {
+			return podResult{pod: pod, owned: true, deferred: wait}, nil
+		}
+	} else {
+		r.behind.clear(key)
+	}
 	if adopting || len(lp) > 0 || len(ap) > 0 {
 		meta := map[string]any{}
 		if len(lp) > 0 {

@@ -42,6 +42,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest/harness"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 	"github.com/agent-sandbox/agent-sandbox/internal/transport"
 )
@@ -61,6 +62,8 @@ type scenario struct {
 	opts     extensions.Options
 	// transport shapes the measured manager's API connections.
 	transport transport.Options
+	// sandbox configures the measured Sandbox controller (nil: defaults).
+	sandbox *sandbox.Options
 	// waitRefill waits for the pool to be full again after the claims, so
 	// that every refill write is counted.
 	waitRefill bool
@@ -92,7 +95,8 @@ func BenchmarkWarmClaimSustained100PerSecond(b *testing.B) {
 // (--sandbox-warm-pool-replenish-delay=500ms), which keeps the refill's
 // writes (about six per Sandbox) out of the claims' way; and the API
 // traffic spread over 4 connections with watches on a fifth
-// (--api-connections=4 --separate-watch-connection).
+// (--api-connections=4 --separate-watch-connection); and the Pod relabels
+// held back (--sandbox-write-behind-window=1s).
 func BenchmarkWarmClaimBurst300(b *testing.B) {
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
@@ -111,6 +115,9 @@ var variants = []struct {
 	{"default", func(*scenario) {}},
 	{"replenish-delay=500ms", func(s *scenario) { s.opts.ReplenishDelay = 500 * time.Millisecond }},
 	{"api-connections=4+watch", func(s *scenario) { s.transport = transport.Options{Connections: 4, SeparateWatch: true} }},
+	{"write-behind=1s", func(s *scenario) {
+		s.sandbox = &sandbox.Options{Workers: 100, StatusCoalesceWindow: time.Second, WriteBehindWindow: time.Second}
+	}},
 }
 
 // BenchmarkWarmClaimRate sweeps sustained arrival rates for 15 s each
@@ -185,7 +192,7 @@ func runOnce(b *testing.B, s scenario, mgrWrites, kubeletWrites *exttest.WriteCo
 	exttest.Create(b, c, exttest.NewTemplate(ns, "tmpl"), exttest.NewPool(ns, "pool", "tmpl", s.pool))
 	exttest.Eventually(b, 10*time.Minute, func() error { return exttest.PoolReady(c, ns, "pool", s.pool) })
 	filler.Stop()
-	mgr := harness.StartManager(b, env, harness.ManagerOptions{Writes: mgrWrites, Extensions: s.opts, Transport: s.transport})
+	mgr := harness.StartManager(b, env, harness.ManagerOptions{Writes: mgrWrites, Extensions: s.opts, Transport: s.transport, Sandbox: s.sandbox})
 	defer mgr.Stop()
 	time.Sleep(time.Second) // let the start-up passes settle
 	// Readiness is observed through an informer on its own connection (a
