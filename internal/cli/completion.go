@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
@@ -54,27 +55,18 @@ func completeSandboxNames(flags *clusterFlags, max int) cobra.CompletionFunc {
 
 // completePools completes SandboxWarmPool names.
 func completePools(flags *clusterFlags) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
-		defer cancel()
-		c, ns, ok := completionClient(flags)
-		if !ok {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		var pools extv1beta1.SandboxWarmPoolList
-		if err := c.List(ctx, &pools, client.InNamespace(ns)); err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		names := make([]cobra.Completion, 0, len(pools.Items))
-		for _, p := range pools.Items {
-			names = append(names, p.Name)
-		}
-		return names, cobra.ShellCompDirectiveNoFileComp
-	}
+	return completeNames(flags, func() client.ObjectList { return &extv1beta1.SandboxWarmPoolList{} })
 }
 
 // completeTemplates completes SandboxTemplate names.
 func completeTemplates(flags *clusterFlags) cobra.CompletionFunc {
+	return completeNames(flags, func() client.ObjectList { return &extv1beta1.SandboxTemplateList{} })
+}
+
+// completeNames completes the names of the objects newList lists in the
+// namespace; any failure completes nothing rather than printing an error
+// into the user's shell.
+func completeNames(flags *clusterFlags, newList func() client.ObjectList) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 		defer cancel()
@@ -82,13 +74,19 @@ func completeTemplates(flags *clusterFlags) cobra.CompletionFunc {
 		if !ok {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		var tmpls extv1beta1.SandboxTemplateList
-		if err := c.List(ctx, &tmpls, client.InNamespace(ns)); err != nil {
+		list := newList()
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		names := make([]cobra.Completion, 0, len(tmpls.Items))
-		for _, t := range tmpls.Items {
-			names = append(names, t.Name)
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names := make([]cobra.Completion, 0, len(items))
+		for _, o := range items {
+			if m, err := meta.Accessor(o); err == nil {
+				names = append(names, m.GetName())
+			}
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp
 	}
