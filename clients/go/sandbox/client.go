@@ -34,16 +34,11 @@ type Client struct {
 // CreateSandbox) and builds the shared Kubernetes clients.
 func NewClient(ctx context.Context, opts Options) (*Client, error) {
 	_ = ctx // reserved: client construction does no I/O today
-	o := opts.withDefaults()
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	h, err := helperFor(&o)
+	o, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
-	o.K8sHelper = h
-	return &Client{opts: o, helper: h, sandboxes: map[Key]*Sandbox{}}, nil
+	return &Client{opts: o, helper: o.K8sHelper, sandboxes: map[Key]*Sandbox{}}, nil
 }
 
 // CreateSandbox claims a sandbox from warmPoolName in namespace (empty:

@@ -128,6 +128,21 @@ func loadRestConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// prepare applies the defaults to opts, validates them and sets their
+// K8sHelper (built from the rest config when none is given).
+func prepare(opts Options) (Options, error) {
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return Options{}, err
+	}
+	h, err := helperFor(&o)
+	if err != nil {
+		return Options{}, err
+	}
+	o.K8sHelper = h
+	return o, nil
+}
+
 // helperFor returns the options' helper or builds one.
 func helperFor(o *Options) (*K8sHelper, error) {
 	if o.K8sHelper != nil {

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -195,17 +194,7 @@ func TestOpenWaitsForReadyByWatching(t *testing.T) {
 	rec, url := okServer(t)
 	o := lifecycleOptions(t, ns, url)
 	// Record the SDK's API requests: the waits must be watches.
-	var apiMu sync.Mutex
-	var apiReqs []string
-	o.RestConfig = rest.CopyConfig(o.RestConfig)
-	o.RestConfig.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			apiMu.Lock()
-			apiReqs = append(apiReqs, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
-			apiMu.Unlock()
-			return rt.RoundTrip(r)
-		})
-	}
+	apiReqs := recordAPI(&o)
 	s, err := New(testCtx(t), o)
 	if err != nil {
 		t.Fatal(err)
@@ -227,9 +216,7 @@ func TestOpenWaitsForReadyByWatching(t *testing.T) {
 	// Flip Ready only once the SDK watches the sandbox by name, so the
 	// watch (not the initial list) must deliver it.
 	eventually(t, "sandbox watched", func() bool {
-		apiMu.Lock()
-		defer apiMu.Unlock()
-		for _, r := range apiReqs {
+		for _, r := range apiReqs() {
 			if strings.Contains(r, "/sandboxes?fieldSelector=") && strings.Contains(r, "watch=true") {
 				return true
 			}
@@ -253,9 +240,9 @@ func TestOpenWaitsForReadyByWatching(t *testing.T) {
 	// the pre-watch (label-selected list + watch) never sees it and the
 	// wait by name (list + watch) finds it. The claim is never read: its
 	// watch starts from the create response.
-	apiMu.Lock()
+	reqs := apiReqs()
 	var sbWatches, sbReads, preWatches, preLists, claimReads int
-	for _, r := range apiReqs {
+	for _, r := range reqs {
 		switch {
 		case strings.Contains(r, "/sandboxes?labelSelector=agents.x-k8s.io%2Fclaim-uid%3D"):
 			if strings.Contains(r, "watch=true") {
@@ -273,10 +260,9 @@ func TestOpenWaitsForReadyByWatching(t *testing.T) {
 			claimReads++
 		}
 	}
-	apiMu.Unlock()
 	if sbWatches != 1 || sbReads != 1 || preLists != 1 || preWatches != 1 || claimReads != 0 {
 		t.Errorf("requests: sandbox by name %d watches, %d other (want 1 list + 1 watch); pre-watch %d lists, %d watches (want 1 + 1); %d claim reads (want 0): %v",
-			sbWatches, sbReads, preLists, preWatches, claimReads, apiReqs)
+			sbWatches, sbReads, preLists, preWatches, claimReads, reqs)
 	}
 
 	if s.SandboxName() != sbName || s.PodName() != "pod-"+sbName || s.PodIP() != "10.9.8.7" ||

@@ -90,15 +90,11 @@ func (c *connection) close() {
 // K8sHelper nor RestConfig is given.
 func New(ctx context.Context, opts Options) (*Sandbox, error) {
 	_ = ctx // reserved: client construction does no I/O today
-	o := opts.withDefaults()
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	h, err := helperFor(&o)
+	o, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
-	o.K8sHelper = h
+	h := o.K8sHelper
 	tp := o.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
