@@ -1,4 +1,4 @@
-module github.com/agent-sandbox/agent-sandbox
+module sigs.k8s.io/agent-sandbox
 
 go 1.26.0
 

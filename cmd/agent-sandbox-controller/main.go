@@ -16,13 +16,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/claim"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/manager"
-	"github.com/agent-sandbox/agent-sandbox/internal/metrics"
-	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
-	"github.com/agent-sandbox/agent-sandbox/internal/transport"
+	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
+	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/manager"
+	"sigs.k8s.io/agent-sandbox/internal/metrics"
+	"sigs.k8s.io/agent-sandbox/internal/tracing"
+	"sigs.k8s.io/agent-sandbox/internal/transport"
 )
 
 // Build information, set with -ldflags "-X main.version=... -X main.gitCommit=... -X main.buildDate=...".

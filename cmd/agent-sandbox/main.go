@@ -10,7 +10,7 @@ package main
 import (
 	"os"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/cli"
+	"sigs.k8s.io/agent-sandbox/internal/cli"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/router"
+	"sigs.k8s.io/agent-sandbox/internal/router"
 )
 
 // Set by -ldflags "-X main.gitVersion=... -X main.gitCommit=... -X main.buildDate=...".

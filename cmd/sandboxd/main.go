@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/legacy"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/legacy"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

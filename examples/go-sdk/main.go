@@ -34,7 +34,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 )
 
 func main() {

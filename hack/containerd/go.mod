@@ -1,6 +1,6 @@
 // Builds containerd, its runc shim and ctr for the local cluster; kept out of
 // the product module so it never depends on the containerd daemon packages.
-module github.com/agent-sandbox/agent-sandbox/hack/containerd
+module sigs.k8s.io/agent-sandbox/hack/containerd
 
 go 1.26.6
 

@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/devstack"
+	"sigs.k8s.io/agent-sandbox/internal/devstack"
 )
 
 func main() {

@@ -1,6 +1,6 @@
 // Builds gVisor runsc and containerd-shim-runsc-v1 for the local cluster.
 // build.sh adds a replace to a patched copy of gvisor.dev/gvisor (see there).
-module github.com/agent-sandbox/agent-sandbox/hack/gvisor
+module sigs.k8s.io/agent-sandbox/hack/gvisor
 
 go 1.26.3
 

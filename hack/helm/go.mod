@@ -1,6 +1,6 @@
 // Builds the helm CLI for the chart tests; kept out of the product module so
 // the product never depends on Helm's dependency tree.
-module github.com/agent-sandbox/agent-sandbox/hack/helm
+module sigs.k8s.io/agent-sandbox/hack/helm
 
 go 1.26.0
 

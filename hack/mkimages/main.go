@@ -22,9 +22,9 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
-	"github.com/agent-sandbox/agent-sandbox/internal/images/catalog"
-	"github.com/agent-sandbox/agent-sandbox/internal/images/platform"
+	"sigs.k8s.io/agent-sandbox/internal/images"
+	"sigs.k8s.io/agent-sandbox/internal/images/catalog"
+	"sigs.k8s.io/agent-sandbox/internal/images/platform"
 )
 
 func main() {

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/bench"
-	"github.com/agent-sandbox/agent-sandbox/internal/cli"
-	"github.com/agent-sandbox/agent-sandbox/internal/devstack"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/bench"
+	"sigs.k8s.io/agent-sandbox/internal/cli"
+	"sigs.k8s.io/agent-sandbox/internal/devstack"
 )
 
 // TestRunAgainstIntegrationStack runs the harness against the integration

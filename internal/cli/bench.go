@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/bench"
-	"github.com/agent-sandbox/agent-sandbox/internal/platform"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/bench"
+	"sigs.k8s.io/agent-sandbox/internal/platform"
 )
 
 // localKubeconfig is where `agent-sandbox up` writes the admin kubeconfig.

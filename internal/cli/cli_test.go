@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/cli/remote"
+	"sigs.k8s.io/agent-sandbox/internal/cli/remote"
 )
 
 func TestProgramFor(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/cli/remote"
+	"sigs.k8s.io/agent-sandbox/internal/cli/remote"
 )
 
 type cpOptions struct {

@@ -3,7 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/localcluster"
 )
 
 func newDownCommand() *cobra.Command {

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 )
 
 type execOptions struct {

@@ -15,8 +15,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/cli/remote"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/cli/remote"
 )
 
 // clusterFlags are the kubectl-style kubeconfig flags (--kubeconfig,

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/cli/remote"
+	"sigs.k8s.io/agent-sandbox/internal/cli/remote"
 )
 
 type logsOptions struct {

@@ -12,7 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/mcp"
+	"sigs.k8s.io/agent-sandbox/internal/mcp"
 )
 
 type mcpOptions struct {

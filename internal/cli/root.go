@@ -23,7 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/localcluster"
 )
 
 // Program names: the CLI's own, and how kubectl shows its plugin.

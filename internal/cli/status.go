@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/localcluster"
 )
 
 func newStatusCommand() *cobra.Command {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/cli/remote"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/cli/remote"
 )
 
 // modeOptions are the flags of suspend and resume.

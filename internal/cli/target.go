@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/cli/remote"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/cli/remote"
 )
 
 // defaultReadyTimeout bounds how long exec and cp wait for a sandbox that

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
-	"github.com/agent-sandbox/agent-sandbox/internal/platform"
+	"sigs.k8s.io/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/platform"
 )
 
 // postUpHooks are extra steps run at the end of `up` (after the node is

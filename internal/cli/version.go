@@ -12,7 +12,7 @@ import (
 
 // version is the release version, set at link time:
 //
-//	go build -ldflags "-X github.com/agent-sandbox/agent-sandbox/internal/cli.version=v0.1.0" ./cmd/agent-sandbox
+//	go build -ldflags "-X sigs.k8s.io/agent-sandbox/internal/cli.version=v0.1.0" ./cmd/agent-sandbox
 var version = ""
 
 // versionInfo is what `version` reports.

@@ -43,12 +43,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/manager"
-	"github.com/agent-sandbox/agent-sandbox/internal/router"
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
+	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/manager"
+	"sigs.k8s.io/agent-sandbox/internal/router"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // Ports sandboxd serves on, on each sandbox's own address: the legacy

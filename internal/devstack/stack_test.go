@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	sblabels "github.com/agent-sandbox/agent-sandbox/internal/labels"
+	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // One stack for the package: it takes seconds to start.

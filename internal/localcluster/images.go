@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
+	"sigs.k8s.io/agent-sandbox/internal/images"
 )
 
 // There is no registry: images are tarballs (built reproducibly by

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 var env *testenv.Env

@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/cli/remote"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/cli/remote"
 )
 
 // Limits of the tool arguments, as in the upstream server.

@@ -20,10 +20,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/images/catalog"
-	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
-	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/images/catalog"
+	"sigs.k8s.io/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/manager"
 )
 
 //go:embed manifests/*.yaml

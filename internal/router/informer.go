@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	sblabels "github.com/agent-sandbox/agent-sandbox/internal/labels"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // LastActivityAnnotation records on a Sandbox when a router last forwarded

@@ -18,11 +18,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/reflection"
 
-	processv1 "github.com/agent-sandbox/agent-sandbox/api/proto/process/v1"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/legacy"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/restapi"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/workspace"
+	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/legacy"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/process"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/restapi"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/workspace"
 )
 
 // Config is the daemon configuration; cmd/sandboxd fills it from flags.

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	processv1 "github.com/agent-sandbox/agent-sandbox/api/proto/process/v1"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/legacy"
+	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/legacy"
 )
 
 func validConfig(root string) Config {

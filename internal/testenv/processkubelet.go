@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	sblabels "github.com/agent-sandbox/agent-sandbox/internal/labels"
+	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // ProcessKubelet stands in for a kubelet that really runs something: for

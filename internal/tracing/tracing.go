@@ -25,7 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // Name is both the service name and the tracer name.

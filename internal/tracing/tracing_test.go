@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 func withRecorder(t *testing.T) *tracetest.SpanRecorder {

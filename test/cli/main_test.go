@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/devstack"
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/devstack"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")

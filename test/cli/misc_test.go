@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // TestKubectlPlugin: installed as kubectl-sandbox the binary is

@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
-	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
-	"github.com/agent-sandbox/agent-sandbox/internal/platform"
+	"sigs.k8s.io/agent-sandbox/internal/images"
+	"sigs.k8s.io/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/platform"
 )
 
 // busyboxImage is a test image made from Debian's busybox-static: a shell,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/localcluster"
 )
 
 // pythonSDK returns a Python interpreter with the project's Python SDK

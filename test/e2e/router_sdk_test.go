@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/bench"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/bench"
 )
 
 // ttiPool makes a namespace with a copy of the platform's gVisor

@@ -19,7 +19,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/platform"
+	"sigs.k8s.io/agent-sandbox/internal/platform"
 )
 
 // TestHelmInstallOnLocalCluster swaps the manifest install (`up` applies

@@ -15,7 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/localcluster"
 )
 
 // TestUpRestartsDeadComponent: a component that dies is reported dead by

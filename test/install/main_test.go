@@ -32,7 +32,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // Namespace is where every install puts the controller and the router.

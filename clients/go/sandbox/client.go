@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 )
 
 // Client creates and tracks sandboxes that share one configuration and one

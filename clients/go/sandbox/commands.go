@@ -10,7 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	processv1 "github.com/agent-sandbox/agent-sandbox/api/proto/process/v1"
+	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
 )
 
 // Commands groups the command operations of a Sandbox.

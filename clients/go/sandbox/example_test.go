@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 )
 
 // Claim a sandbox from a warm pool, run a command, move a file, release it.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/devstack"
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/devstack"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // The tests use two real backends, each started on first use so that

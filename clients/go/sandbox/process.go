@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	processv1 "github.com/agent-sandbox/agent-sandbox/api/proto/process/v1"
+	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
 )
 
 // stdinChunk bounds one WriteStdin message.

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	processv1 "github.com/agent-sandbox/agent-sandbox/api/proto/process/v1"
+	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
 )
 
 // fakeProcessService is a scripted process.v1 server that records calls.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 )
 
 // ErrNoClaim: the Go SDK attaches to sandboxes through their SandboxClaim,

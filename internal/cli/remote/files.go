@@ -15,7 +15,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 )
 
 // Starter starts processes in a sandbox; *sandbox.Sandbox implements it.

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
-	"github.com/agent-sandbox/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 )
 
 // DefaultRouterNamespace is where the release manifests and `agent-sandbox

@@ -33,12 +33,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/template"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
-	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
 
 // ControllerName is the reporting controller of claim events.

@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 )
 
 // injectEnv applies a claim's environment variables to a pod spec copied

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 )
 
 // claimError is an outcome of a pass that the claim's Ready condition

@@ -1,6 +1,6 @@
 package claim
 
-import "github.com/agent-sandbox/agent-sandbox/internal/testenv"
+import "sigs.k8s.io/agent-sandbox/internal/testenv"
 
 // SharedEnv gives the external tests the shared apiserver.
 func SharedEnv() *testenv.Env { return env }

@@ -10,12 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/claim"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest/harness"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest/harness"
 )
 
 var env = claim.SharedEnv

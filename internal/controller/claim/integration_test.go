@@ -14,13 +14,13 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest/harness"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest/harness"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 func TestColdCreateFromPoolTemplate(t *testing.T) {

@@ -3,7 +3,7 @@ package claim
 import (
 	"testing"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // env is the apiserver shared by the internal and external tests of this

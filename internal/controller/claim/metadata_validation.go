@@ -10,8 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // DefaultAllowedLabelDomain is the only label domain claims may use when

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 )
 
 func TestValidateAdditionalPodMetadata(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
-	"github.com/agent-sandbox/agent-sandbox/internal/metrics"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/metrics"
 )
 
 func samples(t *testing.T, vec *prometheus.HistogramVec, lvs ...string) uint64 {

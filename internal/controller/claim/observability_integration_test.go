@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // By default the observability times live in memory: a warm claim costs

@@ -11,10 +11,10 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/claim"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/template"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/warmpool"
+	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/controller/warmpool"
 )
 
 // poolStatusWriteInterval bounds pool status writes to one per second per

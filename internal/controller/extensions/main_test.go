@@ -7,7 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 var env *testenv.Env

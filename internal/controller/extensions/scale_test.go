@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest/harness"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest/harness"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // TestKubectlScale drives the pool through its scale subresource with the

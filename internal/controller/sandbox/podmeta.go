@@ -4,8 +4,8 @@ import (
 	"maps"
 	"slices"
 
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // userKeys returns the template entries a Pod may receive: system-reserved

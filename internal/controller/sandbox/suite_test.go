@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/manager"
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/manager"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // The suite runs the controller in a real manager against a real

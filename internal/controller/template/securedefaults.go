@@ -3,7 +3,7 @@ package template
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 )
 
 // PublicNameservers are the resolvers template pods use under the secure

@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // graceSlack is added to a readiness deadline so the requeue lands after it.

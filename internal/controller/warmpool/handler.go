@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
 )
 
 func TestReplenishDelayDefersRefill(t *testing.T) {

@@ -1,9 +1,9 @@
 package warmpool
 
 import (
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/template"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // staleness decides, within one pass, whether members still reflect the

@@ -8,11 +8,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/template"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
+	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 func poolWithStrategy(ns, name, tmpl string, replicas int32, s extv1beta1.UpdateStrategyType) *extv1beta1.SandboxWarmPool {

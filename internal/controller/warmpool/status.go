@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/labels"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // computeStatus is the pool status for the active members of a pass.

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
+	"sigs.k8s.io/agent-sandbox/internal/images"
 )
 
 // moduleDir is the repository root, two levels up from this package.

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
+	"sigs.k8s.io/agent-sandbox/internal/images"
 )
 
 // Customized is a Debian root file system made from a debootstrap base by

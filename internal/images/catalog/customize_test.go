@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
+	"sigs.k8s.io/agent-sandbox/internal/images"
 )
 
 func TestCustomizedKeyFollowsInputs(t *testing.T) {

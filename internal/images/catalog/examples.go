@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
+	"sigs.k8s.io/agent-sandbox/internal/images"
 )
 
 // The example images (examples/jupyterlab, examples/chrome) are Debian

@@ -11,7 +11,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
+	"sigs.k8s.io/agent-sandbox/internal/images"
 )
 
 // writeArchive writes the archive of spec to path unless the one already

@@ -9,8 +9,8 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/procexec"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/shlex"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/procexec"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/shlex"
 )
 
 // maxCommandBody bounds the JSON body of /execute; a command line is never

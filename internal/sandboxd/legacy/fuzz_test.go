@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/workspace"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/workspace"
 )
 
 const fuzzBoundary = "fuzzboundary"

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/workspace"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/workspace"
 )
 
 // DefaultExecTimeout is the /execute timeout when SANDBOX_EXEC_TIMEOUT_SECONDS

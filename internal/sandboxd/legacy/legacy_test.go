@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/workspace"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/workspace"
 )
 
 type env struct {

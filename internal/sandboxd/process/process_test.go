@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	processv1 "github.com/agent-sandbox/agent-sandbox/api/proto/process/v1"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/workspace"
+	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/workspace"
 )
 
 type env struct {

@@ -24,9 +24,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	processv1 "github.com/agent-sandbox/agent-sandbox/api/proto/process/v1"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/procexec"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/workspace"
+	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/procexec"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/workspace"
 )
 
 const (

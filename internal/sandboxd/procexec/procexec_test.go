@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
 )
 
 func TestRunOutputAndExitCode(t *testing.T) {

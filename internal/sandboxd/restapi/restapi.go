@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/workspace"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/workspace"
 )
 
 // Error codes of the {"code","message"} body.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/workspace"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/workspace"
 )
 
 type env struct {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/internal/sandboxdtest"
 )
 
 // FuzzResolve plants a symlink with a fuzzed target inside the root, then

@@ -19,7 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/router"
+	"sigs.k8s.io/agent-sandbox/internal/router"
 )
 
 const sandboxName = "bench"

@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	sandboxv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/manager"
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/manager"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 var (

@@ -21,9 +21,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	processv1 "github.com/agent-sandbox/agent-sandbox/api/proto/process/v1"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/legacy"
+	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/legacy"
 )
 
 type daemon struct {
@@ -233,7 +233,7 @@ func BenchmarkLegacyUploadDownload(b *testing.B) {
 // repeats the measurement; the metric is the last one.
 func BenchmarkIdleRSS(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "sandboxd")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/agent-sandbox/agent-sandbox/cmd/sandboxd")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "sigs.k8s.io/agent-sandbox/cmd/sandboxd")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)

@@ -961,7 +961,7 @@ const file_process_v1_process_proto_rawDesc = "" +
 	"WriteStdin\x12\x1d.process.v1.WriteStdinRequest\x1a\x1e.process.v1.WriteStdinResponse\x12K\n" +
 	"\n" +
 	"SendSignal\x12\x1d.process.v1.SendSignalRequest\x1a\x1e.process.v1.SendSignalResponse\x12H\n" +
-	"\tResizeTTY\x12\x1c.process.v1.ResizeTTYRequest\x1a\x1d.process.v1.ResizeTTYResponseBGZEgithub.com/agent-sandbox/agent-sandbox/api/proto/process/v1;processv1b\x06proto3"
+	"\tResizeTTY\x12\x1c.process.v1.ResizeTTYRequest\x1a\x1d.process.v1.ResizeTTYResponseB:Z8sigs.k8s.io/agent-sandbox/api/proto/process/v1;processv1b\x06proto3"
 
 var (
 	file_process_v1_process_proto_rawDescOnce sync.Once

@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/index"
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // PassManager is a manager for tests that drive one reconciler pass by

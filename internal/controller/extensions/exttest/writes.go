@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // Write and WriteCounter are testenv's: every write on the wire, with its

@@ -19,11 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/extensions/exttest"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
-	"github.com/agent-sandbox/agent-sandbox/internal/transport"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
+	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/transport"
 )
 
 // ManagerOptions configure StartManager.
