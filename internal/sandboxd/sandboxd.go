@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/httpguard"
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/legacy"
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/process"
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/restapi"
@@ -212,23 +213,29 @@ func (d *Daemon) ServeListeners(ctx context.Context, ls Listeners) error {
 	// commands of requests that outlive the graceful shutdown.
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
-	newHTTP := func(h http.Handler, name string) *http.Server {
-		return &http.Server{
-			Handler:           accessLog(h, d.log.With("api", name)),
+	newHTTP := func(h http.Handler, deny httpguard.DenyFunc, name string, l net.Listener) (*http.Server, net.Listener) {
+		srv := &http.Server{
+			Handler:           httpguard.Handler(h, deny),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       d.cfg.HTTPIdleTimeout,
 			BaseContext:       func(net.Listener) context.Context { return base },
 			ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 		}
+		l = httpguard.Listener(srv, l)
+		// Outermost, so refusals are logged too.
+		srv.Handler = accessLog(srv.Handler, d.log.With("api", name))
+		return srv, l
 	}
 	type served struct {
 		name string
 		srv  *http.Server
 		l    net.Listener
 	}
-	https := []served{{"rest", newHTTP(d.rest, "rest"), ls.REST}}
+	restSrv, restL := newHTTP(d.rest, restapi.Refuse, "rest", ls.REST)
+	https := []served{{"rest", restSrv, restL}}
 	if ls.Legacy != nil {
-		https = append(https, served{"legacy", newHTTP(d.legacy, "legacy"), ls.Legacy})
+		legSrv, legL := newHTTP(d.legacy, legacy.Refuse, "legacy", ls.Legacy)
+		https = append(https, served{"legacy", legSrv, legL})
 	}
 	gs := grpc.NewServer()
 	processv1.RegisterProcessServiceServer(gs, d.procs)

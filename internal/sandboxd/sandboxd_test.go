@@ -83,7 +83,7 @@ func start(t *testing.T, cfg Config) *daemon {
 	t.Cleanup(func() { _ = conn.Close() })
 	dm := &daemon{
 		d: d, rest: "http://" + ls.REST.Addr().String(), legacy: "http://" + ls.Legacy.Addr().String(),
-		client: processv1.NewProcessServiceClient(conn), cancel: cancel, done: done,
+		grpcTo: ls.GRPC.Addr().String(), client: processv1.NewProcessServiceClient(conn), cancel: cancel, done: done,
 	}
 	t.Cleanup(func() {
 		cancel()

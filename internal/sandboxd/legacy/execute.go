@@ -5,9 +5,13 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math"
+	"mime"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/procexec"
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/shlex"
@@ -25,6 +29,10 @@ type executeResponse struct {
 	// only when an output cap cut stdout or stderr, so untruncated
 	// responses stay byte-identical.
 	Truncated bool `json:"truncated,omitempty"`
+	// TimedOut is true when the command was killed for exceeding its
+	// time limit; the published SDKs (k8s-agent-sandbox >= 1.0.8) read it
+	// into ExecutionResult.timed_out. Omitted otherwise, like Truncated.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // validationError is one entry of FastAPI's 422 body.
@@ -40,6 +48,19 @@ func unprocessable(w http.ResponseWriter, e validationError) {
 }
 
 func (s *server) execute(w http.ResponseWriter, r *http.Request) {
+	// A browser may send text/plain, form and multipart bodies to any
+	// origin without a CORS preflight; refusing them (as FastAPI's JSON
+	// body parsing does) means a cross-site page cannot run commands even
+	// where the Origin check cannot tell, e.g. behind a proxy that drops
+	// the header.
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		unprocessable(w, validationError{
+			Type: "model_attributes_type", Loc: []string{"body"},
+			Msg:   "Request body must be a JSON object sent as application/json (or a +json media type, or with no Content-Type); got Content-Type " + strconv.Quote(ct),
+			Input: ct,
+		})
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCommandBody))
 	if err != nil {
 		writeJSON(w, http.StatusRequestEntityTooLarge, detail{"request body too large"})
@@ -60,8 +81,13 @@ func (s *server) execute(w http.ResponseWriter, r *http.Request) {
 		unprocessable(w, validationError{Type: "string_type", Loc: []string{"body", "command"}, Msg: "Input should be a valid string", Input: raw})
 		return
 	}
+	timeout, verr := s.commandTimeout(fields["timeout_seconds"])
+	if verr != nil {
+		unprocessable(w, *verr)
+		return
+	}
 
-	resp, ok := s.run(r, command)
+	resp, ok := s.run(r, command, timeout)
 	if !ok {
 		// The client went away; the process group is already dead and
 		// nobody is left to read an answer.
@@ -70,9 +96,48 @@ func (s *server) execute(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// isJSON reports whether a request Content-Type is one FastAPI parses as
+// JSON: none at all, application/json, or application/<anything>+json.
+func isJSON(contentType string) bool {
+	if contentType == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// commandTimeout validates the optional "timeout_seconds" of a request
+// (a positive number of seconds; null or absent means the server's limit)
+// and returns the limit to apply. The server's limit
+// (SANDBOX_EXEC_TIMEOUT_SECONDS) is also the ceiling: a client may ask for
+// less time, never for more.
+func (s *server) commandTimeout(raw json.RawMessage) (ExecTimeout, *validationError) {
+	limit := s.cfg.ExecTimeout
+	if raw == nil || string(raw) == "null" {
+		return limit, nil
+	}
+	loc := []string{"body", "timeout_seconds"}
+	var f float64
+	// Only JSON numbers: json.Unmarshal refuses strings and booleans for
+	// a float64.
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return limit, &validationError{Type: "float_type", Loc: loc, Msg: "Input should be a valid number", Input: raw}
+	}
+	if math.IsNaN(f) || f <= 0 {
+		return limit, &validationError{Type: "greater_than", Loc: loc, Msg: "Input should be greater than 0", Input: raw}
+	}
+	if f >= limit.D.Seconds() {
+		return limit, nil
+	}
+	return ExecTimeout{D: time.Duration(f * float64(time.Second)), Text: pyFloat(f)}, nil
+}
+
 // run executes one command line and renders the outcome the way the python
 // runtime does. ok is false when the request context ended first.
-func (s *server) run(r *http.Request, command string) (executeResponse, bool) {
+func (s *server) run(r *http.Request, command string, timeout ExecTimeout) (executeResponse, bool) {
 	failed := func(msg string) (executeResponse, bool) {
 		return executeResponse{Stderr: "Failed to execute command: " + msg, ExitCode: 1}, true
 	}
@@ -88,14 +153,20 @@ func (s *server) run(r *http.Request, command string) (executeResponse, bool) {
 		Argv:       argv,
 		Dir:        s.cfg.Root.Dir(),
 		Env:        s.cfg.Env,
-		Timeout:    s.cfg.ExecTimeout.D,
+		Timeout:    timeout.D,
 		MaxOutput:  s.cfg.MaxOutput,
 		DrainGrace: s.cfg.DrainGrace,
 	})
 	switch {
 	case errors.Is(err, procexec.ErrTimeout):
-		s.log.Info("command timed out", "argv0", argv[0], "timeout", s.cfg.ExecTimeout.D)
-		return failed("Command '" + pyList(argv) + "' timed out after " + s.cfg.ExecTimeout.Text + " seconds")
+		// The python runtime's TimeoutExpired message, and no partial
+		// output: like every other failure, stdout is "" and stderr the
+		// reason. timed_out tells clients apart from a command that
+		// failed with exit code 1 on its own.
+		s.log.Info("command timed out", "argv0", argv[0], "timeout", timeout.D)
+		res, ok := failed("Command '" + pyList(argv) + "' timed out after " + timeout.Text + " seconds")
+		res.TimedOut = true
+		return res, ok
 	case r.Context().Err() != nil:
 		s.log.Info("client disconnected; command killed", "argv0", argv[0])
 		return executeResponse{}, false

@@ -178,3 +178,9 @@ func pathError(w http.ResponseWriter, err error) {
 	}
 	writeJSON(w, http.StatusBadRequest, detail{err.Error()})
 }
+
+// Refuse answers a request refused before routing (ambiguous framing,
+// cross-origin browser request) in FastAPI's error shape.
+func Refuse(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, detail{msg})
+}

@@ -174,3 +174,13 @@ func (s *Server) fsError(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error")
 	}
 }
+
+// Refuse answers a request refused before routing (ambiguous framing,
+// cross-origin browser request) in the API's {"code","message"} shape.
+func Refuse(w http.ResponseWriter, status int, msg string) {
+	code := CodeInvalidArgument
+	if status == http.StatusForbidden {
+		code = CodePermissionDenied
+	}
+	writeError(w, status, code, msg)
+}
