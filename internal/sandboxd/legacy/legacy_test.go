@@ -97,14 +97,20 @@ type execResult struct {
 	Stderr    string `json:"stderr"`
 	ExitCode  int    `json:"exit_code"`
 	Truncated bool   `json:"truncated"`
+	TimedOut  bool   `json:"timed_out"`
 }
 
 func (e *env) execute(command string) (execResult, string) {
 	e.t.Helper()
-	body, _ := json.Marshal(map[string]string{"command": command})
+	return e.executeJSON(map[string]any{"command": command})
+}
+
+func (e *env) executeJSON(req map[string]any) (execResult, string) {
+	e.t.Helper()
+	body, _ := json.Marshal(req)
 	r := e.do("POST", "/execute", bytes.NewReader(body), "application/json")
 	if r.status != 200 {
-		e.t.Fatalf("execute %q: %d %s", command, r.status, r.body)
+		e.t.Fatalf("execute %s: %d %s", body, r.status, r.body)
 	}
 	var res execResult
 	if err := json.Unmarshal([]byte(r.body), &res); err != nil {
@@ -167,7 +173,7 @@ func TestExecuteFailures(t *testing.T) {
 	} {
 		_, raw := e.execute(cmd)
 		want, _ := json.Marshal(execResult{Stderr: stderr, ExitCode: 1})
-		want = bytes.Replace(want, []byte(`,"truncated":false`), nil, 1)
+		want = bytes.Replace(want, []byte(`,"truncated":false,"timed_out":false`), nil, 1)
 		if raw != string(want) {
 			t.Errorf("execute(%q) = %s, want %s", cmd, raw, want)
 		}
@@ -191,10 +197,73 @@ func TestExecuteTimeoutKillsGroup(t *testing.T) {
 		t.Fatalf("took %v", time.Since(start))
 	}
 	want := "Failed to execute command: Command '['sh', '-c', 'sleep 300 & echo $! > pid; wait']' timed out after 0.3 seconds"
-	if res.ExitCode != 1 || res.Stdout != "" || res.Stderr != want {
+	if res.ExitCode != 1 || res.Stdout != "" || res.Stderr != want || !res.TimedOut {
 		t.Fatalf("res = %+v", res)
 	}
 	sandboxdtest.WaitGone(t, sandboxdtest.ReadPid(t, pidFile))
+}
+
+// TestExecuteTimeoutSeconds: the per-request limit the published SDK sends
+// (k8s-agent-sandbox 1.0.8 run(command_timeout=...)) ends the command and
+// its whole process group, and the answer says timed_out. The server's own
+// limit is 60 s here, so ignoring the field makes the test fail by the
+// bound below.
+func TestExecuteTimeoutSeconds(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.ExecTimeout = ExecTimeout{D: time.Minute, Text: "60.0"} })
+	start := time.Now()
+	res, raw := e.executeJSON(map[string]any{
+		"command":         `sh -c 'sleep 30 & echo $! > child.pid; echo $$ > leader.pid; echo partial; wait'`,
+		"timeout_seconds": 1,
+	})
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("returned after %v", took)
+	}
+	want := "Failed to execute command: Command '['sh', '-c', 'sleep 30 & echo $! > child.pid; echo $$ > leader.pid; echo partial; wait']' timed out after 1.0 seconds"
+	if !res.TimedOut || res.ExitCode != 1 || res.Stdout != "" || res.Stderr != want {
+		t.Fatalf("res = %s", raw)
+	}
+	// The sleep is in the leader's process group, so both are gone.
+	sandboxdtest.WaitGone(t, sandboxdtest.ReadPid(t, filepath.Join(e.base, "child.pid")))
+	sandboxdtest.WaitGone(t, sandboxdtest.ReadPid(t, filepath.Join(e.base, "leader.pid")))
+
+	// Fractions, and a command that ends in time: no timed_out at all,
+	// so the answer stays byte-identical to the python runtime's.
+	if _, raw := e.executeJSON(map[string]any{"command": "echo fast", "timeout_seconds": 30.5}); raw != `{"stdout":"fast\n","stderr":"","exit_code":0}` {
+		t.Errorf("in-time answer = %s", raw)
+	}
+	if _, raw := e.executeJSON(map[string]any{"command": "echo fast", "timeout_seconds": nil}); raw != `{"stdout":"fast\n","stderr":"","exit_code":0}` {
+		t.Errorf("null timeout answer = %s", raw)
+	}
+	if res, _ := e.executeJSON(map[string]any{"command": "sleep 30", "timeout_seconds": 0.25}); !res.TimedOut ||
+		!strings.HasSuffix(res.Stderr, "timed out after 0.25 seconds") {
+		t.Errorf("fractional timeout = %+v", res)
+	}
+}
+
+// The server's limit is a ceiling: asking for more time than
+// SANDBOX_EXEC_TIMEOUT_SECONDS gets the server's limit.
+func TestExecuteTimeoutSecondsCappedByServer(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.ExecTimeout = ExecTimeout{D: 300 * time.Millisecond, Text: "0.3"} })
+	res, raw := e.executeJSON(map[string]any{"command": "sleep 30", "timeout_seconds": 3600})
+	if !res.TimedOut || !strings.HasSuffix(res.Stderr, "timed out after 0.3 seconds") {
+		t.Fatalf("res = %s", raw)
+	}
+}
+
+func TestExecuteTimeoutSecondsValidation(t *testing.T) {
+	e := newEnv(t)
+	for body, want := range map[string]string{
+		`{"command":"touch made","timeout_seconds":0}`:     `{"detail":[{"type":"greater_than","loc":["body","timeout_seconds"],"msg":"Input should be greater than 0","input":0}]}`,
+		`{"command":"touch made","timeout_seconds":-1.5}`:  `{"detail":[{"type":"greater_than","loc":["body","timeout_seconds"],"msg":"Input should be greater than 0","input":-1.5}]}`,
+		`{"command":"touch made","timeout_seconds":"5"}`:   `{"detail":[{"type":"float_type","loc":["body","timeout_seconds"],"msg":"Input should be a valid number","input":"5"}]}`,
+		`{"command":"touch made","timeout_seconds":true}`:  `{"detail":[{"type":"float_type","loc":["body","timeout_seconds"],"msg":"Input should be a valid number","input":true}]}`,
+		`{"command":"touch made","timeout_seconds":1e999}`: `{"detail":[{"type":"float_type","loc":["body","timeout_seconds"],"msg":"Input should be a valid number","input":1e999}]}`,
+	} {
+		e.expect(e.do("POST", "/execute", strings.NewReader(body), "application/json"), 422, want)
+	}
+	if _, err := os.Stat(filepath.Join(e.base, "made")); err == nil {
+		t.Fatal("a refused request ran its command")
+	}
 }
 
 func TestExecuteClientDisconnectKillsGroup(t *testing.T) {
