@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,15 +24,38 @@ import (
 var version = "dev"
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxd:", err)
-		os.Exit(1)
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// usageError is a command line that could not be parsed.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// exitCode maps the outcome of run to the process exit status the usual
+// way: 0 for success and for --help, 2 for a bad command line, 1 for any
+// other failure. It reports failures on stderr.
+func exitCode(err error, stderr io.Writer) int {
+	var usage usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "sandboxd: %v\nRun 'sandboxd --help' for usage.\n", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "sandboxd:", err)
+		return 1
 	}
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sandboxd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// Parse errors are reported by exitCode, with a pointer to --help
+	// rather than the whole flag list.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	var (
 		cfg         sandboxd.Config
 		showVersion bool
@@ -54,22 +78,33 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintf(stdout, "Usage: sandboxd [flags]\n\n"+
+				"sandboxd is the runtime daemon inside a sandbox: the legacy runtime API,\n"+
+				"the REST files API and the gRPC process API, confined to its workspace.\n\nFlags:\n")
+			fs.PrintDefaults()
+			return err
+		}
+		return usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return usageError{fmt.Errorf("unexpected arguments: %q", fs.Args())}
 	}
 	if showVersion {
 		_, err := fmt.Fprintln(stdout, "sandboxd", version)
 		return err
 	}
 	if cfg.StreamChunkSize < 0 || cfg.MaxOutputBytes < 0 {
-		return fmt.Errorf("--stream-chunk-size and --max-output-bytes must not be negative")
+		return usageError{fmt.Errorf("--stream-chunk-size and --max-output-bytes must not be negative")}
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
 	}
 
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return usageError{fmt.Errorf("--log-level: %w", err)}
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch logFormat {
@@ -78,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "text":
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, opts))
 	default:
-		return fmt.Errorf("--log-format must be json or text, got %q", logFormat)
+		return usageError{fmt.Errorf("--log-format must be json or text, got %q", logFormat)}
 	}
 	log := cfg.Logger
 

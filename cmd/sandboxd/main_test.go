@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,8 +35,97 @@ func TestRunFlags(t *testing.T) {
 		{"--no-such-flag"},
 		{"extra-arg"},
 	} {
-		if err := run(args, io.Discard, io.Discard); err == nil {
-			t.Errorf("run(%q) succeeded", args)
+		err := run(args, io.Discard, io.Discard)
+		var msg bytes.Buffer
+		if code := exitCode(err, &msg); code != 2 || !strings.Contains(msg.String(), "sandboxd --help") {
+			t.Errorf("run(%q): exit %d, message %q, want 2 and a pointer to --help", args, code, msg.String())
+		}
+	}
+	if code := exitCode(errors.New("listen on :8080: address in use"), io.Discard); code != 1 {
+		t.Errorf("runtime failure exits %d, want 1", code)
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-help", "-h"} {
+		var out, errOut bytes.Buffer
+		err := run([]string{arg}, &out, &errOut)
+		if code := exitCode(err, &errOut); code != 0 {
+			t.Errorf("%s: exit %d (%v)", arg, code, err)
+		}
+		if !strings.HasPrefix(out.String(), "Usage: sandboxd") || !strings.Contains(out.String(), "-legacy-port") || errOut.Len() != 0 {
+			t.Errorf("%s: stdout %q, stderr %q", arg, out.String(), errOut.String())
+		}
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// buildBinary builds the static binary once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sandboxd-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sandboxd")
+		build := exec.Command("go", "build", "-trimpath", "-o", binPath, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// TestBinaryExitCodes runs the real binary: --help prints usage on stdout
+// and exits 0; a bad flag exits 2 with a message on stderr.
+func TestBinaryExitCodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"--help"}, 0, "Usage: sandboxd", ""},
+		{[]string{"--no-such-flag"}, 2, "", "flag provided but not defined: -no-such-flag"},
+		{[]string{"--rest-port=http"}, 2, "", `invalid value "http" for flag -rest-port`},
+		{[]string{"--log-format=xml"}, 2, "", "--log-format must be json or text"},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.code || !strings.Contains(out.String(), tc.stdout) || !strings.Contains(errOut.String(), tc.stderr) ||
+			(tc.stdout == "" && out.Len() != 0) {
+			t.Errorf("sandboxd %q: exit %d, stdout %q, stderr %q", tc.args, code, out.String(), errOut.String())
 		}
 	}
 }
@@ -55,12 +146,7 @@ func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "sandboxd")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
