@@ -73,3 +73,20 @@ func TestFramingVerdictSticks(t *testing.T) {
 		t.Fatal("verdict lost")
 	}
 }
+
+// BenchmarkFramingExecuteRequest is the tracker's cost per request of the
+// shape the SDKs send to /execute (head plus a small JSON body).
+func BenchmarkFramingExecuteRequest(b *testing.B) {
+	req := []byte("POST /execute HTTP/1.1\r\nHost: 10.0.0.7:8888\r\nUser-Agent: python-requests/2.32.3\r\n" +
+		"Accept-Encoding: gzip, deflate\r\nAccept: */*\r\nConnection: keep-alive\r\nX-Sandbox-ID: sb\r\n" +
+		"X-Sandbox-Namespace: default\r\nX-Sandbox-Port: 8888\r\nContent-Type: application/json\r\n" +
+		"Content-Length: 18\r\n\r\n{\"command\":\"true\"}")
+	var f framing
+	b.SetBytes(int64(len(req)))
+	for b.Loop() {
+		f.feed(req)
+	}
+	if f.poisoned() != "" {
+		b.Fatal(f.poisoned())
+	}
+}
