@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"time"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,6 +88,12 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                scheme,
+	}
+	// envtest gives each component 20 s to start; on a 2-core machine with
+	// other suites running the apiserver alone can take longer. The
+	// KUBEBUILDER_CONTROLPLANE_START_TIMEOUT variable still wins when set.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		env.ControlPlaneStartTimeout = 2 * time.Minute
 	}
 	cfg, err := env.Start()
 	if err != nil {
