@@ -5,12 +5,12 @@
 package testenv
 
 import (
-	"time"
 	"fmt"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
