@@ -79,6 +79,7 @@ func TestChartCopiesGenerated(t *testing.T) {
 	}
 	same(repo("k8s", "rbac", "core", "role.yaml"), repo("charts", "agent-sandbox", "files", "rbac", "core-role.yaml"))
 	same(repo("k8s", "rbac", "extensions", "role.yaml"), repo("charts", "agent-sandbox", "files", "rbac", "extensions-role.yaml"))
+	same(repo("k8s", "admission", "policy.yaml"), repo("charts", "agent-sandbox", "files", "admission", "policy.yaml"))
 }
 
 func TestHelmLint(t *testing.T) {
