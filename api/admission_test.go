@@ -26,7 +26,7 @@ const exemptLabel = "agents.x-k8s.io/allow-privileged-sandboxes"
 
 // shipped reads one object of the manifests under k8s/admission: the test
 // installs exactly what the release manifests and the chart ship.
-func shipped(t *testing.T, name string) *unstructured.Unstructured {
+func shipped(t testing.TB, name string) *unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "k8s", "admission", name))
 	if err != nil {
@@ -41,7 +41,7 @@ func shipped(t *testing.T, name string) *unstructured.Unstructured {
 
 // podObject builds a Sandbox or SandboxTemplate around a pod spec given as
 // YAML, with optional pod template annotations.
-func podObject(t *testing.T, kind, ns, name, podSpec string, annotations map[string]any) *unstructured.Unstructured {
+func podObject(t testing.TB, kind, ns, name, podSpec string, annotations map[string]any) *unstructured.Unstructured {
 	t.Helper()
 	spec := map[string]any{}
 	if err := yaml.Unmarshal([]byte(podSpec), &spec); err != nil {
@@ -72,7 +72,7 @@ containers:
 // installPodSecurityPolicy creates the shipped policy and binding and waits
 // until the apiserver enforces them (policies are loaded asynchronously):
 // a dry-run privileged Sandbox is refused. Cleanup removes both.
-func installPodSecurityPolicy(t *testing.T, ns string) {
+func installPodSecurityPolicy(t testing.TB, ns string) {
 	t.Helper()
 	c := ctx(t)
 	policy, binding := shipped(t, "policy.yaml"), shipped(t, "binding.yaml")
@@ -95,7 +95,7 @@ func installPodSecurityPolicy(t *testing.T, ns string) {
 	}
 }
 
-func namespace(t *testing.T, name string, labels map[string]string) {
+func namespace(t testing.TB, name string, labels map[string]string) {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if err := env.Client.Create(ctx(t), ns); err != nil {
@@ -327,4 +327,33 @@ volumes: [{name: scratch, emptyDir: {}}]`
 	for _, f := range examples {
 		kubectl(t, "apply", "--server-side", "--dry-run=server", "-n", "vap", "-f", f)
 	}
+}
+
+// BenchmarkSandboxAdmission prints what the policy adds to a Sandbox create:
+// server-side dry-run creates (admission and validation, no etcd write) of
+// a three-container Sandbox, without and then with the policy installed.
+//
+//	go test -run '^$' -bench BenchmarkSandboxAdmission -benchtime 300x ./api/
+func BenchmarkSandboxAdmission(b *testing.B) {
+	namespace(b, "vap-bench", nil)
+	const pod = `
+securityContext: {seccompProfile: {type: RuntimeDefault}}
+initContainers: [{name: init, image: busybox}]
+containers:
+- {name: main, image: busybox, ports: [{containerPort: 8888}], securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}
+- {name: side, image: busybox, readinessProbe: {httpGet: {path: /, port: 8080}}}
+volumes: [{name: scratch, emptyDir: {}}]`
+	run := func(b *testing.B) {
+		c := ctx(b)
+		for i := 0; b.Loop(); i++ {
+			if err := env.Client.Create(c, podObject(b, "Sandbox", "vap-bench", fmt.Sprintf("bench-%d", i), pod, nil), client.DryRunAll); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("without-policy", run)
+	b.Run("with-policy", func(b *testing.B) {
+		installPodSecurityPolicy(b, "vap-bench")
+		run(b)
+	})
 }
