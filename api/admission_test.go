@@ -169,7 +169,7 @@ volumes: [{name: root, hostPath: {path: /}}]`, nil,
 		{"host port", "Sandbox", `
 containers:
 - {name: main, image: busybox, ports: [{containerPort: 80}, {containerPort: 8080, hostPort: 8080}]}`, nil,
-			[]string{"spec.podTemplate.spec.containers[0].ports[].hostPort", "host ports are not allowed"}},
+			[]string{"spec.podTemplate.spec.containers[0].ports[1].hostPort", "host ports are not allowed"}},
 		{"added capability", "Sandbox", `
 containers:
 - {name: main, image: busybox}
@@ -226,13 +226,15 @@ containers:
 - name: main
   image: busybox
   readinessProbe: {httpGet: {host: 169.254.169.254, path: /, port: 80}}`, nil,
-			[]string{"spec.podTemplate.spec.containers[0] probe or lifecycle handler host"}},
-		{"lifecycle hook aimed at another host", "Sandbox", `
-containers:
-- name: main
+			[]string{"spec.podTemplate.spec.containers[0].readinessProbe", "must not set host"}},
+		{"sidecar lifecycle hook aimed at another host", "Sandbox", `
+containers: [{name: main, image: busybox}]
+initContainers:
+- name: sidecar
   image: busybox
+  restartPolicy: Always
   lifecycle: {preStop: {tcpSocket: {host: 10.0.0.1, port: 22}}}`, nil,
-			[]string{"spec.podTemplate.spec.containers[0] probe or lifecycle handler host"}},
+			[]string{"spec.podTemplate.spec.initContainers[0].lifecycle.preStop"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,6 +242,9 @@ containers:
 				err := env.Client.Create(ctx(t), podObject(t, tc.kind, ns, "attack", tc.pod, tc.annotations))
 				if err == nil {
 					t.Fatalf("namespace %s: the apiserver accepted the %s", ns, tc.name)
+				}
+				if ns == "vap" {
+					t.Log(err)
 				}
 				if !apierrors.IsInvalid(err) {
 					t.Errorf("namespace %s: want an Invalid error, got %v", ns, err)
