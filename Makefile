@@ -28,6 +28,7 @@ generate:
 	cp k8s/crd/*.yaml charts/agent-sandbox/crds/
 	cp k8s/rbac/core/role.yaml charts/agent-sandbox/files/rbac/core-role.yaml
 	cp k8s/rbac/extensions/role.yaml charts/agent-sandbox/files/rbac/extensions-role.yaml
+	mkdir -p charts/agent-sandbox/files/admission && cp k8s/admission/policy.yaml charts/agent-sandbox/files/admission/policy.yaml
 	@tmp=$$(mktemp -d) && OUT_DIR=$$tmp hack/release-manifests.sh >/dev/null && \
 		cp $$tmp/sandbox-with-extensions.yaml internal/platform/manifests/ && rm -rf $$tmp
 	{ cat examples/python-runtime/sandboxtemplate.yaml; echo ---; cat examples/python-runtime/sandboxwarmpool.yaml; } \

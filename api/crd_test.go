@@ -28,7 +28,7 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
@@ -282,6 +282,44 @@ kind: Sandbox
 metadata: {name: Bad_Name}
 spec:
   podTemplate:` + minimalPod, "metadata.name"},
+		// Names the router or a Service could not carry (one DNS label of
+		// at most 63 characters), refused by the CEL rule on metadata.name.
+		{"sandbox name of 64 characters", `
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: ` + strings.Repeat("a", 64) + `}
+spec:
+  podTemplate:` + minimalPod, "metadata.name must be a DNS-1123 label"},
+		{"sandbox name with a dot", `
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: a.b}
+spec:
+  podTemplate:` + minimalPod, "metadata.name must be a DNS-1123 label"},
+		{"claim name of 64 characters", `
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxClaim
+metadata: {name: ` + strings.Repeat("c", 64) + `}
+spec:
+  warmPoolRef: {name: p}`, "metadata.name must be a DNS-1123 label"},
+		{"claim name with a dot", `
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxClaim
+metadata: {name: my.claim}
+spec:
+  warmPoolRef: {name: p}`, "metadata.name must be a DNS-1123 label"},
+		{"pool name of 64 characters", `
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata: {name: ` + strings.Repeat("p", 64) + `}
+spec:
+  sandboxTemplateRef: {name: t}`, "metadata.name must be a DNS-1123 label"},
+		{"pool name with a dot", `
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata: {name: my.pool}
+spec:
+  sandboxTemplateRef: {name: t}`, "metadata.name must be a DNS-1123 label"},
 		{"template bad networkPolicyManagement", `
 apiVersion: extensions.agents.x-k8s.io/v1beta1
 kind: SandboxTemplate
@@ -427,6 +465,75 @@ spec:
 				t.Fatalf("error does not name %q:\n%v", tc.wantInMessage, err)
 			}
 		})
+	}
+}
+
+// TestRoutableNamesAccepted: the name rule refuses only what cannot be one
+// DNS label. A leading digit is allowed: since Kubernetes 1.37 Service names
+// are DNS-1123 labels too (KEP-5311, RelaxedServiceNameValidation GA), so
+// such a Sandbox gets its Service, which this test creates to prove it.
+func TestRoutableNamesAccepted(t *testing.T) {
+	c := ctx(t)
+	long := strings.Repeat("x", 62) + "9"
+	for _, m := range []string{`
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: ` + long + `}
+spec:
+  podTemplate:` + minimalPod, `
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: 1st-sandbox}
+spec:
+  podTemplate:` + minimalPod, `
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxClaim
+metadata: {name: ` + long + `}
+spec:
+  warmPoolRef: {name: p}`, `
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata: {name: ` + long + `}
+spec:
+  sandboxTemplateRef: {name: t}`, `
+apiVersion: v1
+kind: Service
+metadata: {name: 1st-sandbox}
+spec:
+  clusterIP: None
+  selector: {a: b}`} {
+		o := obj(t, m)
+		if err := env.Client.Create(c, o); err != nil {
+			t.Errorf("create %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+
+	// A pool's members are created with generateName "<pool>-": the
+	// apiserver cuts the prefix so the generated name stays within 63
+	// characters, hence any pool name that passes the rule yields members
+	// that pass it too.
+	member := obj(t, `
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {generateName: `+long+`-}
+spec:
+  podTemplate:`+minimalPod)
+	if err := env.Client.Create(c, member); err != nil {
+		t.Fatalf("create pool member with generateName %s-: %v", long, err)
+	}
+	if n := member.GetName(); len(n) > 63 || !strings.HasPrefix(n, long[:58]) {
+		t.Errorf("generated member name %q (%d characters)", n, len(n))
+	}
+
+	// Updates are not checked (names are immutable): a valid object stays
+	// updatable, which is what objects created before the rule rely on.
+	sb := &sandboxv1beta1.Sandbox{}
+	if err := env.Client.Get(c, types.NamespacedName{Namespace: "default", Name: long}, sb); err != nil {
+		t.Fatal(err)
+	}
+	sb.Labels = map[string]string{"updated": "yes"}
+	if err := env.Client.Update(c, sb); err != nil {
+		t.Errorf("update sandbox %s: %v", long, err)
 	}
 }
 

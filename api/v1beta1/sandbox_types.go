@@ -86,6 +86,11 @@ type SandboxStatus struct {
 // Sandbox is an isolated, stateful, single-tenant workload: one Pod with a
 // stable name, optional volumes and an optional headless Service.
 //
+// The name must be a DNS-1123 label. It is checked on create only: names
+// are immutable, and objects created before the check must stay updatable.
+//
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",optionalOldSelf=true,message="metadata.name must be a DNS-1123 label: at most 63 characters, lowercase letters, digits and '-', starting and ending with a letter or digit; the router and the Sandbox's Service address a Sandbox by its name as one DNS label"
+//
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion

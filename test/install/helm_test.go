@@ -79,6 +79,7 @@ func TestChartCopiesGenerated(t *testing.T) {
 	}
 	same(repo("k8s", "rbac", "core", "role.yaml"), repo("charts", "agent-sandbox", "files", "rbac", "core-role.yaml"))
 	same(repo("k8s", "rbac", "extensions", "role.yaml"), repo("charts", "agent-sandbox", "files", "rbac", "extensions-role.yaml"))
+	same(repo("k8s", "admission", "policy.yaml"), repo("charts", "agent-sandbox", "files", "admission", "policy.yaml"))
 }
 
 func TestHelmLint(t *testing.T) {
@@ -124,6 +125,13 @@ func TestHelmMatchesKustomize(t *testing.T) {
 			t.Errorf("%s: chart rules %v, kustomize rules %v", k, a, b)
 		}
 	}
+	// Same admission policy and binding: the chart's policy spec is a copy
+	// of k8s/admission/policy.yaml, the one api/admission_test.go tests.
+	for _, k := range []string{"ValidatingAdmissionPolicy//agent-sandbox-pod-security", "ValidatingAdmissionPolicyBinding//agent-sandbox-pod-security"} {
+		if a, b := get(t, chart, k).Object["spec"], get(t, base, k).Object["spec"]; !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: chart spec %v\nkustomize spec %v", k, a, b)
+		}
+	}
 }
 
 func TestHelmToggles(t *testing.T) {
@@ -135,6 +143,18 @@ func TestHelmToggles(t *testing.T) {
 	}
 	if args := controllerArgs(t, objs); slices.Contains(args, "--extensions") {
 		t.Errorf("extensions off, yet controller args are %v", args)
+	}
+
+	objs = decode(t, helmTemplate(t, "--set", "admissionPolicy.enabled=false"))
+	for _, k := range keys(objs) {
+		if strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
+			t.Errorf("admissionPolicy.enabled=false, yet %s is rendered", k)
+		}
+	}
+	objs = decode(t, helmTemplate(t, "--set", "admissionPolicy.validationActions={Warn,Audit}"))
+	if a, _, _ := unstructured.NestedStringSlice(get(t, objs, "ValidatingAdmissionPolicyBinding//agent-sandbox-pod-security").Object,
+		"spec", "validationActions"); !reflect.DeepEqual(a, []string{"Warn", "Audit"}) {
+		t.Errorf("binding validationActions = %v, want [Warn Audit]", a)
 	}
 
 	objs = decode(t, helmTemplate(t, chartValues...))
@@ -271,6 +291,9 @@ func TestHelmBadValues(t *testing.T) {
 		{"security context not a map", valuesFile("controller:\n  podSecurityContext: restricted\n"), []string{"/controller/podSecurityContext", "want object"}},
 		{"fractional tag as number", valuesFile("controller:\n  image:\n    tag: 1.10\n"), []string{"/controller/image/tag"}},
 		{"bad label domain", []string{"--set", "controller.allowedLabelDomains[0]=Not A Domain"}, []string{"/controller/allowedLabelDomains/0"}},
+		{"bad admission action", []string{"--set", "admissionPolicy.validationActions={Block}"}, []string{"/admissionPolicy/validationActions/0"}},
+		{"deny and warn together", []string{"--set", "admissionPolicy.validationActions={Deny,Warn}"}, []string{"/admissionPolicy/validationActions"}},
+		{"no admission action", valuesFile("admissionPolicy:\n  validationActions: []\n"), []string{"/admissionPolicy/validationActions"}},
 		{"scoped token without secret", []string{"--set", "router.flags.authzMode=scoped-token"}, []string{"router.scopedTokenSecret.name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,6 +32,8 @@ var (
 		"Service/agent-sandbox-system/sandbox-router-svc",
 		"ServiceAccount/agent-sandbox-system/agent-sandbox-controller",
 		"ServiceAccount/agent-sandbox-system/sandbox-router",
+		"ValidatingAdmissionPolicy//agent-sandbox-pod-security",
+		"ValidatingAdmissionPolicyBinding//agent-sandbox-pod-security",
 	}
 	extensionObjects = []string{
 		"ClusterRole//agent-sandbox-controller-extensions",

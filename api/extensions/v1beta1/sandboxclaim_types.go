@@ -136,6 +136,11 @@ type SandboxClaimStatus struct {
 
 // SandboxClaim asks for a Sandbox from a warm pool.
 //
+// The name must be a DNS-1123 label. It is checked on create only: names
+// are immutable, and objects created before the check must stay updatable.
+//
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",optionalOldSelf=true,message="metadata.name must be a DNS-1123 label: at most 63 characters, lowercase letters, digits and '-', starting and ending with a letter or digit; a claim without a warm Sandbox gets a new Sandbox named after it"
+//
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion

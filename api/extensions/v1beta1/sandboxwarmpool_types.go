@@ -75,6 +75,11 @@ type SandboxWarmPoolStatus struct {
 // SandboxWarmPool keeps a number of ready Sandboxes made from a template so
 // that claims are served without waiting for a Pod to start.
 //
+// The name must be a DNS-1123 label. It is checked on create only: names
+// are immutable, and objects created before the check must stay updatable.
+//
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",optionalOldSelf=true,message="metadata.name must be a DNS-1123 label: at most 63 characters, lowercase letters, digits and '-', starting and ending with a letter or digit; the pool's Sandboxes are named after it (<pool>-<suffix>)"
+//
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector

@@ -34,11 +34,14 @@ func UsesSecureDefaultPolicy(tmpl *extv1beta1.SandboxTemplate) bool {
 //   - Under the secure default NetworkPolicy, which blocks cluster DNS, a pod
 //     without a DNS policy resolves through public resolvers instead.
 //     Custom policies and Unmanaged templates keep their DNS untouched.
+//   - Every container gets a hardened security context where the template
+//     leaves one unset (see hardenSecurityContext).
 func ApplySandboxSecureDefaults(tmpl *extv1beta1.SandboxTemplate, spec *corev1.PodSpec) {
 	if spec.AutomountServiceAccountToken == nil {
 		f := false
 		spec.AutomountServiceAccountToken = &f
 	}
+	hardenSecurityContext(spec)
 	if !UsesSecureDefaultPolicy(tmpl) || spec.DNSPolicy != "" {
 		return
 	}
@@ -49,4 +52,74 @@ func ApplySandboxSecureDefaults(tmpl *extv1beta1.SandboxTemplate, spec *corev1.P
 	if len(spec.DNSConfig.Nameservers) == 0 {
 		spec.DNSConfig.Nameservers = append([]string(nil), PublicNameservers...)
 	}
+}
+
+// hardenSecurityContext fills the security context fields the template
+// leaves unset, field by field, so a template keeps every choice it states:
+//
+//   - pod seccompProfile RuntimeDefault (a container's own profile still
+//     wins, as Kubernetes resolves container over pod);
+//   - per container allowPrivilegeEscalation false (no_new_privs: setuid
+//     binaries and file capabilities cannot raise privileges);
+//   - per container capabilities.drop [ALL], when the template drops
+//     nothing; capabilities it adds are kept, and the runtime applies them
+//     after the drop.
+//
+// The project's images run as uid 1000 and need no capability, so drop ALL
+// costs them nothing; a runtime that does (a root process that chowns, say)
+// adds it back explicitly in its template.
+//
+// Privileged containers (possible only in namespaces exempt from the
+// admission policy) are left alone: they get every capability anyway, and
+// the apiserver refuses allowPrivilegeEscalation false next to privileged
+// true or an added CAP_SYS_ADMIN. Windows pods are left alone too: the
+// apiserver forbids these Linux fields when spec.os.name is windows.
+func hardenSecurityContext(spec *corev1.PodSpec) {
+	if spec.OS != nil && spec.OS.Name == corev1.Windows {
+		return
+	}
+	if spec.SecurityContext == nil {
+		spec.SecurityContext = &corev1.PodSecurityContext{}
+	}
+	if spec.SecurityContext.SeccompProfile == nil {
+		spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	}
+	for i := range spec.InitContainers {
+		hardenContainer(&spec.InitContainers[i])
+	}
+	for i := range spec.Containers {
+		hardenContainer(&spec.Containers[i])
+	}
+}
+
+func hardenContainer(c *corev1.Container) {
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{}
+	}
+	sc := c.SecurityContext
+	if sc.Privileged != nil && *sc.Privileged {
+		return
+	}
+	if sc.Capabilities == nil {
+		sc.Capabilities = &corev1.Capabilities{}
+	}
+	if len(sc.Capabilities.Drop) == 0 {
+		sc.Capabilities.Drop = []corev1.Capability{"ALL"}
+	}
+	if sc.AllowPrivilegeEscalation == nil && !addsSysAdmin(sc.Capabilities) {
+		f := false
+		sc.AllowPrivilegeEscalation = &f
+	}
+}
+
+// addsSysAdmin reports whether caps adds CAP_SYS_ADMIN, under either
+// spelling the container runtimes accept. With it, allowPrivilegeEscalation
+// false would be refused by the apiserver (and would be a false promise).
+func addsSysAdmin(caps *corev1.Capabilities) bool {
+	for _, c := range caps.Add {
+		if c == "SYS_ADMIN" || c == "CAP_SYS_ADMIN" {
+			return true
+		}
+	}
+	return false
 }

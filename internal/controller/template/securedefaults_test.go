@@ -1,6 +1,8 @@
 package template
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,4 +58,96 @@ func TestApplySandboxSecureDefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestHardenedSecurityContext(t *testing.T) {
+	runtimeDefault := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	hardened := func() *corev1.SecurityContext {
+		return &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	}
+	withSC := func(sc *corev1.SecurityContext) corev1.PodSpec {
+		return corev1.PodSpec{Containers: []corev1.Container{{Name: "main", SecurityContext: sc}}}
+	}
+	cases := []struct {
+		name    string
+		in      corev1.PodSpec
+		pod     *corev1.PodSecurityContext
+		wantSCs []*corev1.SecurityContext // per container, init containers first
+	}{
+		{name: "nothing set: everything hardened", in: withSC(nil),
+			pod: &corev1.PodSecurityContext{SeccompProfile: runtimeDefault}, wantSCs: []*corev1.SecurityContext{hardened()}},
+		{name: "pod seccomp profile of the template kept",
+			in: corev1.PodSpec{
+				SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("p.json")}},
+				Containers: []corev1.Container{{Name: "main"}}},
+			pod: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("p.json")}},
+			wantSCs: []*corev1.SecurityContext{hardened()}},
+		{name: "explicit allowPrivilegeEscalation true kept", in: withSC(&corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(true)}),
+			pod:     &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
+			wantSCs: []*corev1.SecurityContext{{AllowPrivilegeEscalation: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
+		{name: "template's own drop list kept", in: withSC(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW"}}}),
+			pod:     &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
+			wantSCs: []*corev1.SecurityContext{{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW"}}}}},
+		{name: "added capabilities kept next to drop ALL", in: withSC(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"CHOWN"}}}),
+			pod: &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
+			wantSCs: []*corev1.SecurityContext{{AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"CHOWN"}, Drop: []corev1.Capability{"ALL"}}}}},
+		{name: "CAP_SYS_ADMIN added: no allowPrivilegeEscalation false (the apiserver refuses the pair)",
+			in:      withSC(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"CAP_SYS_ADMIN"}}}),
+			pod:     &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
+			wantSCs: []*corev1.SecurityContext{{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"CAP_SYS_ADMIN"}, Drop: []corev1.Capability{"ALL"}}}}},
+		{name: "SYS_ADMIN added: same", in: withSC(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}}),
+			pod:     &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
+			wantSCs: []*corev1.SecurityContext{{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}, Drop: []corev1.Capability{"ALL"}}}}},
+		{name: "privileged container left alone", in: withSC(&corev1.SecurityContext{Privileged: ptr.To(true)}),
+			pod: &corev1.PodSecurityContext{SeccompProfile: runtimeDefault}, wantSCs: []*corev1.SecurityContext{{Privileged: ptr.To(true)}}},
+		{name: "other container fields kept", in: withSC(&corev1.SecurityContext{RunAsUser: ptr.To[int64](0), ReadOnlyRootFilesystem: ptr.To(true)}),
+			pod: &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
+			wantSCs: []*corev1.SecurityContext{{RunAsUser: ptr.To[int64](0), ReadOnlyRootFilesystem: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
+		{name: "init containers hardened too",
+			in:      corev1.PodSpec{InitContainers: []corev1.Container{{Name: "init"}}, Containers: []corev1.Container{{Name: "main"}}},
+			pod:     &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
+			wantSCs: []*corev1.SecurityContext{hardened(), hardened()}},
+		{name: "Windows pod left alone (the Linux fields are forbidden there)",
+			in:      corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Windows}, Containers: []corev1.Container{{Name: "main"}}},
+			wantSCs: []*corev1.SecurityContext{nil}},
+	}
+	tmpl := &extv1beta1.SandboxTemplate{}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			spec := c.in.DeepCopy()
+			ApplySandboxSecureDefaults(tmpl, spec)
+			if !equality.Semantic.DeepEqual(spec.SecurityContext, c.pod) {
+				t.Errorf("pod securityContext = %+v, want %+v", spec.SecurityContext, c.pod)
+			}
+			var got []*corev1.SecurityContext
+			for _, ctr := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
+				got = append(got, ctr.SecurityContext)
+			}
+			if !equality.Semantic.DeepEqual(got, c.wantSCs) {
+				t.Errorf("container securityContexts:\n got %s\nwant %s", scString(got), scString(c.wantSCs))
+			}
+			// Idempotent: a second pass (BlueprintMatches renders again)
+			// changes nothing.
+			again := spec.DeepCopy()
+			ApplySandboxSecureDefaults(tmpl, again)
+			if !equality.Semantic.DeepEqual(again, spec) {
+				t.Errorf("second application changed the spec")
+			}
+		})
+	}
+}
+
+func scString(scs []*corev1.SecurityContext) string {
+	var b strings.Builder
+	for _, sc := range scs {
+		fmt.Fprintf(&b, "%+v ", sc)
+		if sc != nil && sc.Capabilities != nil {
+			fmt.Fprintf(&b, "caps=%+v ", *sc.Capabilities)
+		}
+	}
+	return b.String()
 }
