@@ -34,12 +34,13 @@ generate:
 	{ cat examples/python-runtime/sandboxtemplate.yaml; echo ---; cat examples/python-runtime/sandboxwarmpool.yaml; } \
 		> internal/platform/manifests/default-pool.yaml
 
-## verify: generated files are fresh, gofmt and go vet are clean.
+## verify: generated files are fresh, gofmt and go vet are clean, the TypeScript SDK lints.
 .PHONY: verify
 verify: generate
 	@git diff --exit-code -- api k8s/crd k8s/rbac charts/agent-sandbox/crds charts/agent-sandbox/files internal/platform/manifests || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	clients/typescript/run-tests.sh lint
 
 .PHONY: build
 build:
@@ -48,11 +49,17 @@ build:
 ## test: all tests: unit + integration on a real apiserver, then e2e on the
 ## local cluster (real kubelet, containerd, gVisor; needs root).
 .PHONY: test
-test: deps verify test-integration test-python test-e2e
+test: deps verify test-integration test-python test-typescript test-e2e
 
 .PHONY: test-integration
 test-integration: deps-test
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+
+## test-typescript: the TypeScript SDK's unit tests and its integration run on the devstack.
+.PHONY: test-typescript
+test-typescript: deps-test
+	clients/typescript/run-tests.sh unit
+	clients/typescript/run-tests.sh integration
 
 ## test-python: the Python SDK's pytest suite (unit + integration on the devstack).
 .PHONY: test-python

@@ -62,8 +62,11 @@ const (
 
 	CreatedByGoClient     = "go-client"
 	CreatedByPythonClient = "python-client"
-	CreatedByController   = "controller"
-	CreatedByUnknown      = "unknown"
+	// CreatedByTypeScriptClient is this project's TypeScript SDK (an
+	// addition: the reference knows only the Go and Python clients).
+	CreatedByTypeScriptClient = "typescript-client"
+	CreatedByController       = "controller"
+	CreatedByUnknown          = "unknown"
 )
 
 // ClaimFirstReadyUnknown marks a claim whose first Ready time was never
@@ -89,7 +92,7 @@ func IsSystemKey(key string) bool {
 // "unknown", so that metrics labels stay bounded.
 func NormalizeCreatedBy(v string) string {
 	switch v {
-	case CreatedByGoClient, CreatedByPythonClient, CreatedByController:
+	case CreatedByGoClient, CreatedByPythonClient, CreatedByTypeScriptClient, CreatedByController:
 		return v
 	default:
 		return CreatedByUnknown

@@ -57,6 +57,7 @@ func TestIsSystemKey(t *testing.T) {
 func TestNormalizeCreatedBy(t *testing.T) {
 	for in, want := range map[string]string{
 		"go-client": "go-client", "python-client": "python-client", "controller": "controller",
+		"typescript-client": "typescript-client",
 		"": "unknown", "kubectl": "unknown",
 	} {
 		if got := NormalizeCreatedBy(in); got != want {

@@ -1,0 +1,11 @@
+export { SandboxClient, buildClaimManifest } from "./client.js";
+export type { SandboxClientOptions, CreateSandboxOptions } from "./client.js";
+export { Sandbox, sandboxStatus } from "./sandbox.js";
+export { Commands } from "./commands.js";
+export { Files } from "./files.js";
+export type { PathOptions } from "./files.js";
+export { RunningProcess, Signals } from "./process.js";
+export type { StreamChunk, StartOptions, SignalName } from "./process.js";
+export * from "./errors.js";
+export type * from "./models.js";
+export * as constants from "./constants.js";
