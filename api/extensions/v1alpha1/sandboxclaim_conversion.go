@@ -114,7 +114,7 @@ func (c *SandboxClaim) ConvertFrom(srcRaw conversion.Hub) error {
 	pool := src.Spec.WarmPoolRef.Name
 	bound := src.Status.SandboxStatus.Name
 	tmpl, wp := SpokeFromWarmPoolRef(pool)
-	if found && st.Spec.SandboxTemplateRef != nil && st.Spec.SandboxTemplateRef.Name != "" {
+	if found && st.Spec.SandboxTemplateRef != nil {
 		origTmpl, origWP := st.Spec.SandboxTemplateRef.Name, st.Spec.WarmPool
 		switch {
 		case pool == origWP, pool == ShadowPoolPrefix+origTmpl,
