@@ -25,7 +25,7 @@ generate:
 	$(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=0 paths=./api/... output:crd:dir=k8s/crd
 	# v1alpha1 is served too: the CRDs convert through the controller's webhook.
 	$(GO) run ./hack/crdconversion k8s/crd/*.yaml
-	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/sandbox/... paths=./internal/manager/... output:rbac:dir=k8s/rbac/core
+	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/sandbox/... paths=./internal/manager/... paths=./internal/webhook/... output:rbac:dir=k8s/rbac/core
 	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller-extensions paths=./internal/controller/claim/... paths=./internal/controller/warmpool/... paths=./internal/controller/template/... output:rbac:dir=k8s/rbac/extensions
 	cp k8s/crd/*.yaml charts/agent-sandbox/crds/
 	cp k8s/rbac/core/role.yaml charts/agent-sandbox/files/rbac/core-role.yaml
