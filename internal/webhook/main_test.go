@@ -26,6 +26,10 @@ import (
 // test CA), and that server is the controller's conversion webhook built
 // by Setup, the same code path as the controller binary.
 var (
+	// convertURL and servingCA reach the webhook server directly.
+	convertURL string
+	servingCA  []byte
+
 	cfg    *rest.Config
 	k8s    client.Client
 	scheme *runtime.Scheme
@@ -74,6 +78,8 @@ func run(m *testing.M) int {
 	}
 
 	wo := env.WebhookInstallOptions
+	convertURL = fmt.Sprintf("https://%s:%d/convert", wo.LocalServingHost, wo.LocalServingPort)
+	servingCA = wo.LocalServingCAData
 	mgr, err := manager.New(cfg, manager.Options{
 		MetricsBindAddress:     "0",
 		HealthProbeBindAddress: "0",
