@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -128,7 +130,16 @@ func NewServer(o Options, cm *CertManager) ctrlwebhook.Server {
 // renewing them. The manager's scheme must hold both API versions.
 func Setup(ctx context.Context, mgr ctrl.Manager, cm *CertManager) error {
 	if cm != nil {
-		if err := cm.Ensure(ctx); err != nil {
+		// The apiserver may be briefly unreachable while the pod starts;
+		// retry for a while before giving up (and being restarted).
+		var err error
+		_ = wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			if err = cm.Ensure(ctx); err != nil {
+				ctrl.Log.WithName("webhook-certs").Info("provisioning webhook certificates, retrying", "error", err.Error())
+			}
+			return err == nil, nil
+		})
+		if err != nil {
 			return fmt.Errorf("provisioning webhook certificates: %w", err)
 		}
 		if err := mgr.Add(cm); err != nil {
