@@ -276,7 +276,7 @@ func TestSandboxClaimToV1alpha1(t *testing.T) {
 			map[string]string{SandboxClaimStateAnnotation: `{"spec":{"sandboxTemplateRef":{"name":"tmpl"},"warmpool":"default"}}`}), "tmpl", "default"},
 		{"reference whole-object state", claimV1beta1("fast-pool", "", map[string]string{SandboxClaimStateAnnotation: `{"apiVersion":"extensions.agents.x-k8s.io/v1alpha1","kind":"SandboxClaim","metadata":{"name":"c","namespace":"ns"},"spec":{"sandboxTemplateRef":{"name":"tmpl"},"warmpool":"fast-pool"},"status":{}}`}), "tmpl", "fast-pool"},
 		{"moved to another pool: policy follows, template kept", claimV1beta1("other-pool", "", map[string]string{SandboxClaimStateAnnotation: noneState}), "tmpl", "other-pool"},
-		{"moved to another shadow pool", claimV1beta1("shadow-pool-new", "", map[string]string{SandboxClaimStateAnnotation: noneState}), "new", "default"},
+		{"moved to another shadow pool: template falls back to the original", claimV1beta1("shadow-pool-new", "", map[string]string{SandboxClaimStateAnnotation: noneState}), "tmpl", "default"},
 		{"garbage state ignored", claimV1beta1("shadow-pool-tmpl", "", map[string]string{SandboxClaimStateAnnotation: "{"}), "tmpl", "default"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -326,5 +326,36 @@ func TestSandboxClaimVolumeClaimTemplatesKept(t *testing.T) {
 	}
 	if up.Spec.WarmPoolRef.Name != "shadow-pool-tmpl" {
 		t.Fatalf("warmPoolRef = %q, want shadow-pool-tmpl after the v1alpha1 edit", up.Spec.WarmPoolRef.Name)
+	}
+}
+
+// TestSandboxClaimStaleStateRoundTripFuzz: a claim written as v1alpha1
+// (so its hub carries v1alpha1 state) whose warmPoolRef a v1beta1 writer
+// then changed keeps its spec through v1beta1 -> v1alpha1 -> v1beta1 (the
+// state annotation itself may be rewritten to match the new ref).
+func TestSandboxClaimStaleStateRoundTripFuzz(t *testing.T) {
+	names := []string{"default", "none", "pool", "shadow-pool-tmpl", "shadow-pool-other", "pool-abcde"}
+	for i := range 500 {
+		f := filler(int64(i))
+		alpha := &SandboxClaim{}
+		f.Fill(alpha)
+		hub := &extv1beta1.SandboxClaim{}
+		if err := alpha.ConvertTo(hub); err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		hub.TypeMeta = metav1.TypeMeta{}
+		hub.Spec.WarmPoolRef.Name = names[i%len(names)]
+		in := hub.DeepCopy()
+		s := &SandboxClaim{}
+		if err := s.ConvertFrom(hub); err != nil {
+			t.Fatalf("seed %d: ConvertFrom: %v", i, err)
+		}
+		out := &extv1beta1.SandboxClaim{}
+		if err := s.ConvertTo(out); err != nil {
+			t.Fatalf("seed %d: ConvertTo: %v", i, err)
+		}
+		if out.Spec.WarmPoolRef != in.Spec.WarmPoolRef || !apiequality.Semantic.DeepEqual(in.Spec, out.Spec) {
+			t.Fatalf("seed %d: warmPoolRef %q -> %q\nin:  %+v\nout: %+v", i, in.Spec.WarmPoolRef.Name, out.Spec.WarmPoolRef.Name, in, out)
+		}
 	}
 }

@@ -120,9 +120,9 @@ func (c *SandboxClaim) ConvertFrom(srcRaw conversion.Hub) error {
 		case pool == origWP, pool == ShadowPoolPrefix+origTmpl,
 			bound != "" && (pool == bound || pool == stripGeneratedSuffix(bound)):
 			tmpl, wp = origTmpl, origWP
-		case !strings.HasPrefix(pool, ShadowPoolPrefix):
+		default:
 			// A v1beta1 writer moved the claim to another pool: the policy
-			// follows the hub; the template is the best guess left.
+			// follows the hub, the template falls back to the original.
 			tmpl = origTmpl
 		}
 	}
