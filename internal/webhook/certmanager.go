@@ -35,9 +35,11 @@ const (
 	// DefaultRenewBefore renews a certificate this long before it expires,
 	// leaving every replica many check intervals to pick up the new one.
 	DefaultRenewBefore = 30 * 24 * time.Hour
-	// DefaultCheckInterval is how often the Secret is re-read and the
-	// certificates checked.
-	DefaultCheckInterval = time.Hour
+	// DefaultCheckInterval is how often the Secret is re-read, the
+	// certificates checked and the CRDs' caBundle verified: five GETs per
+	// replica per minute, and a CRD re-applied without its caBundle (e.g.
+	// `kubectl replace`) converts again within a minute.
+	DefaultCheckInterval = time.Minute
 )
 
 // Secret keys. ca.crt, tls.crt and tls.key are the reference's; ca.key is
