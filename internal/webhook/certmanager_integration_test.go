@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"os"
@@ -14,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 const (
@@ -323,5 +325,33 @@ func TestCertManagerReplicasRace(t *testing.T) {
 		if got, _ := ms[i].currentLeaf(); !got.Equal(want) {
 			t.Fatalf("replica %d serves a certificate that is not the Secret's", i)
 		}
+	}
+}
+
+// TestCertManagerLoopRestoresCABundle: a CRD re-applied without its
+// caBundle (the periodic check runs every CheckInterval) is patched again.
+func TestCertManagerLoopRestoresCABundle(t *testing.T) {
+	ns := newNamespace(t)
+	m := newCertManager(t, ns, nil)
+	m.CheckInterval = 100 * time.Millisecond
+	ctx := testCtx(t)
+	if err := m.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loopCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Start(loopCtx) }()
+	defer func() { stop(); <-done }()
+
+	crd := getCRD(t, widgetCRD)
+	crd.Spec.Conversion.Webhook.ClientConfig.CABundle = nil
+	if err := k8s.Update(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	want := getSecret(t, ns).Data[KeyCACert]
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return bytes.Equal(getCRD(t, widgetCRD).Spec.Conversion.Webhook.ClientConfig.CABundle, want), nil
+	}); err != nil {
+		t.Fatalf("caBundle not restored by the periodic check: %v", err)
 	}
 }
