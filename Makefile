@@ -23,7 +23,9 @@ deps:
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=0 paths=./api/... output:crd:dir=k8s/crd
-	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/sandbox/... paths=./internal/manager/... output:rbac:dir=k8s/rbac/core
+	# v1alpha1 is served too: the CRDs convert through the controller's webhook.
+	$(GO) run ./hack/crdconversion k8s/crd/*.yaml
+	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/sandbox/... paths=./internal/manager/... paths=./internal/webhook/... output:rbac:dir=k8s/rbac/core
 	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller-extensions paths=./internal/controller/claim/... paths=./internal/controller/warmpool/... paths=./internal/controller/template/... output:rbac:dir=k8s/rbac/extensions
 	cp k8s/crd/*.yaml charts/agent-sandbox/crds/
 	cp k8s/rbac/core/role.yaml charts/agent-sandbox/files/rbac/core-role.yaml

@@ -15,6 +15,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/metrics"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 	"sigs.k8s.io/agent-sandbox/internal/transport"
+	"sigs.k8s.io/agent-sandbox/internal/webhook"
 )
 
 // Build information, set with -ldflags "-X main.version=... -X main.gitCommit=... -X main.buildDate=...".
@@ -58,6 +60,8 @@ type flags struct {
 	enableTracing           bool
 
 	ext extensions.Options
+
+	webhook webhook.Options
 }
 
 func parseFlags(args []string) (*flags, *zap.Options, error) {
@@ -99,12 +103,24 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.BoolVar(&e.ClaimSuccessEvents, "claim-success-events", false, "Also emit SandboxAdopted/SandboxProvisioned events (one extra write per claim).")
 	fs.BoolVar(&e.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", false, "Never write first-observed/first-ready annotations on claims.")
 	fs.BoolVar(&e.PersistClaimObservabilityAnnotations, "persist-claim-observability-annotations", false, "Write first-observed/first-ready annotations on claims (extra writes); by default they live in memory for the metrics.")
+	// Conversion webhook (v1alpha1 <-> v1beta1), internal/webhook.
+	w := &f.webhook
+	fs.BoolVar(&w.Enable, "enable-webhook", true, "Serve the v1alpha1 <-> v1beta1 conversion webhook. With false, v1alpha1 requests fail; set the CRDs' conversion strategy to None if nothing uses v1alpha1.")
+	fs.IntVar(&w.Port, "webhook-port", webhook.DefaultPort, "Port the conversion webhook server listens on.")
+	fs.StringVar(&w.CertDir, "webhook-cert-dir", webhook.DefaultCertDir(), "Directory of the webhook serving certificate and key.")
+	fs.StringVar(&w.CertName, "webhook-cert-name", webhook.DefaultCertName, "Serving certificate file in --webhook-cert-dir (with --manage-webhook-certs=false; a combined cert.pem is used when neither default file exists).")
+	fs.StringVar(&w.KeyName, "webhook-key-name", webhook.DefaultKeyName, "Serving key file in --webhook-cert-dir (with --manage-webhook-certs=false).")
+	fs.StringVar(&w.ServiceName, "webhook-service-name", webhook.DefaultServiceName, "Service the apiserver reaches the webhook through (certificate names, CRD clientConfig).")
+	fs.StringVar(&w.Namespace, "webhook-namespace", webhook.DefaultNamespace, "Namespace of the webhook Service and of the certificate Secret.")
+	fs.BoolVar(&w.ManageCerts, "manage-webhook-certs", true, "Keep a self-signed CA and serving certificate in Secret agent-sandbox-webhook-certs, renew them before expiry and patch the CA into the CRDs; false expects provisioned files and patched CRDs.")
 	zopts := &zap.Options{}
 	zopts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
 	switch {
+	case f.webhook.Validate() != nil:
+		return nil, nil, f.webhook.Validate()
 	case f.transport.Validate() != nil:
 		return nil, nil, f.transport.Validate()
 	case f.kubeAPIBurst <= 0:
@@ -164,7 +180,25 @@ func run(args []string) error {
 	}
 	cfg.QPS = float32(f.kubeAPIQPS)
 	cfg.Burst = f.kubeAPIBurst
+	f.webhook.ClusterDomain = f.clusterDomain
+	var (
+		certs         *webhook.CertManager
+		webhookServer ctrlwebhook.Server
+	)
+	if f.webhook.Enable {
+		if f.webhook.ManageCerts {
+			scheme, err := manager.NewScheme()
+			if err != nil {
+				return err
+			}
+			if certs, err = webhook.NewCertManager(cfg, scheme, f.webhook); err != nil {
+				return err
+			}
+		}
+		webhookServer = webhook.NewServer(f.webhook, certs)
+	}
 	mgr, err := manager.New(cfg, manager.Options{
+		WebhookServer:           webhookServer,
 		MetricsBindAddress:      f.metricsAddr,
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElect:             f.leaderElect,
@@ -197,7 +231,13 @@ func run(args []string) error {
 			return fmt.Errorf("setting up extension controllers: %w", err)
 		}
 	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	if f.webhook.Enable {
+		if err := webhook.Setup(ctx, mgr, certs); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil

@@ -75,6 +75,7 @@ func newRootCommand(prog string) *cobra.Command {
 		newRmCommand(prog, flags),
 		newLogsCommand(prog, flags),
 		newMCPCommand(prog, flags),
+		newMigrateCommand(prog, flags),
 		newVersionCommand(prog),
 	)
 	return root

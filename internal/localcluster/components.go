@@ -111,6 +111,11 @@ func (c *Cluster) apiServerSpec() procSpec {
 			"--authorization-mode=Node,RBAC",
 			"--enable-admission-plugins=NodeRestriction",
 			"--allow-privileged=true",
+			// The CRDs' conversion webhook is a Service; with this flag the
+			// apiserver (on the host, which routes the pod bridge) dials the
+			// Service's endpoints directly instead of its ClusterIP, so
+			// conversions work whether or not a Service proxy runs yet.
+			"--enable-aggregator-routing=true",
 			"--profiling=false",
 			"--v=1",
 		}}

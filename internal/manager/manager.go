@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -19,8 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	extv1alpha1 "sigs.k8s.io/agent-sandbox/api/extensions/v1alpha1"
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	sandboxlabels "sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/transport"
@@ -48,6 +52,10 @@ type Options struct {
 	Transport transport.Options
 	// PProf adds profiling endpoints to the metrics server.
 	PProf PProf
+
+	// WebhookServer serves the conversion webhook (internal/webhook); nil
+	// means none is started unless something registers a webhook.
+	WebhookServer webhook.Server
 }
 
 // NewScheme returns the scheme with every type the controllers use.
@@ -55,6 +63,8 @@ func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, sandboxv1beta1.AddToScheme, extv1beta1.AddToScheme,
+		// v1alpha1 for the conversion webhook, CRDs for its caBundle patching.
+		sandboxv1alpha1.AddToScheme, extv1alpha1.AddToScheme, apiextensionsv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("building scheme: %w", err)
@@ -98,6 +108,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 opts.WebhookServer,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject:         byObject,

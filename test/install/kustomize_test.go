@@ -25,9 +25,12 @@ var (
 		"Deployment/agent-sandbox-system/sandbox-router",
 		"Namespace//agent-sandbox-system",
 		"PodDisruptionBudget/agent-sandbox-system/sandbox-router",
+		"Role/agent-sandbox-system/agent-sandbox-controller",
 		"Role/agent-sandbox-system/agent-sandbox-controller-leader-election",
+		"RoleBinding/agent-sandbox-system/agent-sandbox-controller",
 		"RoleBinding/agent-sandbox-system/agent-sandbox-controller-leader-election",
 		"Service/agent-sandbox-system/agent-sandbox-controller",
+		"Service/agent-sandbox-system/agent-sandbox-webhook-service",
 		"Service/agent-sandbox-system/sandbox-router-metrics",
 		"Service/agent-sandbox-system/sandbox-router-svc",
 		"ServiceAccount/agent-sandbox-system/agent-sandbox-controller",
@@ -99,7 +102,7 @@ func TestKustomizeExtensionsOnly(t *testing.T) {
 
 // checkInstall checks what every install must get right: the names the rest
 // of the project relies on, probes and ports, the non-root read-only
-// containers, and CRDs without a conversion webhook (only v1beta1 exists).
+// containers, and CRDs converting v1alpha1 through the controller's webhook.
 func checkInstall(t *testing.T, objs []*unstructured.Unstructured, extensions bool) {
 	t.Helper()
 	ctrl := get(t, objs, "Deployment/agent-sandbox-system/agent-sandbox-controller")
@@ -116,7 +119,12 @@ func checkInstall(t *testing.T, objs []*unstructured.Unstructured, extensions bo
 	c := container(t, ctrl)
 	checkProbe(t, c, "livenessProbe", "/healthz", "healthz")
 	checkProbe(t, c, "readinessProbe", "/readyz", "healthz")
-	checkPorts(t, c, map[string]int64{"metrics": 8080, "healthz": 8081})
+	checkPorts(t, c, map[string]int64{"metrics": 8080, "healthz": 8081, "webhook": 9443})
+	whsvc := get(t, objs, "Service/agent-sandbox-system/agent-sandbox-webhook-service")
+	if ports, _, _ := unstructured.NestedSlice(whsvc.Object, "spec", "ports"); len(ports) != 1 ||
+		ports[0].(map[string]any)["port"] != int64(443) || ports[0].(map[string]any)["targetPort"] != "webhook" {
+		t.Errorf("webhook Service ports = %v, want 443 -> webhook", ports)
+	}
 	svc := get(t, objs, "Service/agent-sandbox-system/agent-sandbox-controller")
 	if sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector"); sel["app"] != "agent-sandbox-controller" {
 		t.Errorf("controller metrics Service selects %v", sel)
@@ -139,8 +147,11 @@ func checkInstall(t *testing.T, objs []*unstructured.Unstructured, extensions bo
 		case "Deployment":
 			checkHardened(t, o)
 		case "CustomResourceDefinition":
-			if s, found, _ := unstructured.NestedString(o.Object, "spec", "conversion", "strategy"); found && s != "None" {
-				t.Errorf("%s has conversion strategy %q, want None (no webhook is deployed)", key(o), s)
+			conv, _, _ := unstructured.NestedMap(o.Object, "spec", "conversion")
+			svcName, _, _ := unstructured.NestedString(conv, "webhook", "clientConfig", "service", "name")
+			path, _, _ := unstructured.NestedString(conv, "webhook", "clientConfig", "service", "path")
+			if conv["strategy"] != "Webhook" || svcName != "agent-sandbox-webhook-service" || path != "/convert" {
+				t.Errorf("%s conversion = %v, want Webhook via agent-sandbox-webhook-service/convert", key(o), conv)
 			}
 		}
 		if o.GetLabels()["app.kubernetes.io/part-of"] != "agent-sandbox" {

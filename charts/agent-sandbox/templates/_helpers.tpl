@@ -106,3 +106,17 @@ tests).
 {{- end }}
 {{- toYaml $role.rules }}
 {{- end }}
+
+{{/*
+Webhook arguments of the controller. The Service name and namespace are
+always passed (the CRDs' clientConfig is patched to match them).
+*/}}
+{{- define "agent-sandbox.webhookArgs" -}}
+- "--enable-webhook={{ .Values.webhook.enabled }}"
+- "--webhook-service-name={{ .Values.webhookServiceName }}"
+- "--webhook-namespace={{ .Release.Namespace }}"
+{{- if .Values.webhook.enabled }}
+- "--webhook-port={{ .Values.webhook.port }}"
+- "--manage-webhook-certs={{ .Values.webhook.manageCerts }}"
+{{- end }}
+{{- end }}

@@ -1,0 +1,79 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+)
+
+// Warm pool policies of a v1alpha1 claim; any other value names a pool.
+const (
+	// WarmPoolPolicyNone asks for a cold start from the template.
+	WarmPoolPolicyNone = "none"
+	// WarmPoolPolicyDefault takes a Sandbox from any pool of the template,
+	// else starts one cold.
+	WarmPoolPolicyDefault = "default"
+)
+
+// SandboxTemplateRef names a SandboxTemplate in the same namespace.
+type SandboxTemplateRef struct {
+	// Name of the SandboxTemplate.
+	// +required
+	Name string `json:"name"`
+}
+
+// SandboxClaimSpec is the desired state of a v1alpha1 claim: a template and
+// a warm pool policy.
+type SandboxClaimSpec struct {
+	// SandboxTemplateRef names the template of the Sandbox.
+	// +required
+	SandboxTemplateRef SandboxTemplateRef `json:"sandboxTemplateRef"`
+	// WarmPool is "none" (cold start), "default" (any pool of the
+	// template) or the name of a SandboxWarmPool.
+	// +optional
+	// +kubebuilder:default=default
+	WarmPool string `json:"warmpool,omitempty"`
+	// Lifecycle holds the expiry settings of the claim.
+	// +optional
+	Lifecycle *extv1beta1.Lifecycle `json:"lifecycle,omitempty"`
+	// AdditionalPodMetadata is merged into the Sandbox's pod template
+	// metadata.
+	// +optional
+	AdditionalPodMetadata sandboxv1beta1.PodMetadata `json:"additionalPodMetadata,omitempty"`
+	// Env injects environment variables, if the template allows it.
+	// +optional
+	// +listType=atomic
+	Env []extv1beta1.EnvVar `json:"env,omitempty"`
+}
+
+// SandboxClaim is the deprecated v1alpha1 form of SandboxClaim.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sandboxclaim
+// +kubebuilder:deprecatedversion:warning="extensions.agents.x-k8s.io/v1alpha1 SandboxClaim is deprecated; use extensions.agents.x-k8s.io/v1beta1 SandboxClaim instead"
+type SandboxClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the claim.
+	// +required
+	Spec SandboxClaimSpec `json:"spec"`
+	// Status is the observed state of the claim.
+	// +optional
+	Status extv1beta1.SandboxClaimStatus `json:"status,omitempty"`
+}
+
+// SandboxClaimList is a list of v1alpha1 SandboxClaims.
+//
+// +kubebuilder:object:root=true
+type SandboxClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SandboxClaim `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SandboxClaim{}, &SandboxClaimList{})
+}

@@ -1,0 +1,88 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+)
+
+// Condition reasons that only the v1alpha1 documentation uses. The v1beta1
+// controller emits PodTerminating instead.
+const (
+	// ReasonPodNotTerminated is deprecated; kept so v1alpha1 callers compile.
+	ReasonPodNotTerminated = sandboxv1beta1.ReasonPodNotTerminated
+)
+
+// SandboxSpec is the desired state of a v1alpha1 Sandbox. The pod template,
+// volume claim templates, service switch and lifecycle are the v1beta1 types
+// (the schemas are identical); replicas stands where v1beta1 has
+// operatingMode.
+type SandboxSpec struct {
+	sandboxv1beta1.SandboxBlueprint `json:",inline"`
+	sandboxv1beta1.Lifecycle        `json:",inline"`
+
+	// Replicas is 1 to run the Sandbox's Pod and 0 to suspend it (the Pod
+	// is deleted, Service and volumes are kept).
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	Replicas *int32 `json:"replicas,omitempty"`
+}
+
+// SandboxStatus is the observed state of a v1alpha1 Sandbox.
+type SandboxStatus struct {
+	// ServiceFQDN is <service>.<namespace>.svc.<clusterDomain>, empty when
+	// no Service is tracked.
+	// +optional
+	ServiceFQDN string `json:"serviceFQDN,omitempty"`
+	// Service is the name of the headless Service, or empty.
+	// +optional
+	Service string `json:"service,omitempty"`
+	// Replicas is 1 while the Sandbox is meant to run and 0 while it is
+	// suspended (derived from the v1beta1 operating mode).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas,omitempty"`
+	// Conditions: Ready, Suspended, PodScheduled and Finished.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LabelSelector selects the Pod of this Sandbox.
+	// +optional
+	LabelSelector string `json:"selector,omitempty"`
+	// PodIPs are the IPs of the Pod owned by this Sandbox.
+	// +optional
+	PodIPs []string `json:"podIPs,omitempty"`
+}
+
+// Sandbox is the deprecated v1alpha1 form of agents.x-k8s.io Sandbox.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=sandbox
+// +kubebuilder:deprecatedversion:warning="agents.x-k8s.io/v1alpha1 Sandbox is deprecated; use agents.x-k8s.io/v1beta1 Sandbox instead"
+type Sandbox struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the Sandbox.
+	// +required
+	Spec SandboxSpec `json:"spec"`
+	// Status is the observed state of the Sandbox.
+	// +optional
+	Status SandboxStatus `json:"status,omitempty"`
+}
+
+// SandboxList is a list of v1alpha1 Sandboxes.
+//
+// +kubebuilder:object:root=true
+type SandboxList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Sandbox `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Sandbox{}, &SandboxList{})
+}
