@@ -57,6 +57,10 @@ type SandboxStatus struct {
 
 // Sandbox is the deprecated v1alpha1 form of agents.x-k8s.io Sandbox.
 //
+// The name must be a DNS-1123 label, as in v1beta1 (checked on create only).
+//
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",optionalOldSelf=true,message="metadata.name must be a DNS-1123 label: at most 63 characters, lowercase letters, digits and '-', starting and ending with a letter or digit; the router and the Sandbox's Service address a Sandbox by its name as one DNS label"
+//
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector

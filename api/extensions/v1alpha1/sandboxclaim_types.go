@@ -49,6 +49,10 @@ type SandboxClaimSpec struct {
 
 // SandboxClaim is the deprecated v1alpha1 form of SandboxClaim.
 //
+// The name must be a DNS-1123 label, as in v1beta1 (checked on create only).
+//
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",optionalOldSelf=true,message="metadata.name must be a DNS-1123 label: at most 63 characters, lowercase letters, digits and '-', starting and ending with a letter or digit; a claim without a warm Sandbox gets a new Sandbox named after it"
+//
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=sandboxclaim
