@@ -12,7 +12,7 @@ import {
   DEFAULT_SANDBOX_READY_TIMEOUT_SECONDS,
 } from "./constants.js";
 import { SandboxNotFoundError, abortError } from "./errors.js";
-import { KubeHelper, claimSandboxName, loadKubeConfig, type KubeObject } from "./k8s.js";
+import { KubeHelper, allowPlainHttp, claimSandboxName, loadKubeConfig, type KubeObject } from "./k8s.js";
 import type { ConnectionConfig } from "./models.js";
 import { Sandbox } from "./sandbox.js";
 import {
@@ -105,7 +105,7 @@ export class SandboxClient implements AsyncDisposable {
 
   constructor(opts: SandboxClientOptions = {}) {
     this.connection = opts.connection ?? { kind: "localTunnel" };
-    this.k8s = new KubeHelper(opts.kubeConfig ?? loadKubeConfig());
+    this.k8s = new KubeHelper(opts.kubeConfig ? allowPlainHttp(opts.kubeConfig) : loadKubeConfig());
   }
 
   private key(namespace: string, claim: string): string {

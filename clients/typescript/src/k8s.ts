@@ -178,7 +178,25 @@ export function apiError(action: string, err: unknown): SandboxError {
 export function loadKubeConfig(): k8s.KubeConfig {
   const kc = new k8s.KubeConfig();
   kc.loadFromDefault();
-  return kc;
+  return allowPlainHttp(kc);
+}
+
+/**
+ * client-node refuses `http://` servers unless skipTLSVerify is set, although
+ * there is no TLS to verify; kubectl and the Python client accept them (the
+ * integration stack serves plain HTTP on loopback). Mark such clusters so the
+ * same kubeconfig works here; https clusters are left untouched.
+ */
+export function allowPlainHttp(kc: k8s.KubeConfig): k8s.KubeConfig {
+  if (!kc.clusters.some((c) => c.server.startsWith("http://") && !c.skipTLSVerify)) return kc;
+  const out = new k8s.KubeConfig();
+  out.loadFromOptions({
+    clusters: kc.clusters.map((c) => (c.server.startsWith("http://") ? { ...c, skipTLSVerify: true } : c)),
+    users: kc.users,
+    contexts: kc.contexts,
+    currentContext: kc.getCurrentContext(),
+  });
+  return out;
 }
 
 export class KubeHelper {

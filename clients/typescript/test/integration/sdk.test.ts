@@ -12,6 +12,7 @@ import {
   SandboxWarmPoolNotFoundError,
 } from "../../src/index.js";
 import { startDevstack, type Devstack } from "./devstack.js";
+import { allowPlainHttp } from "../../src/k8s.js";
 
 let stack: Devstack;
 let kc: k8s.KubeConfig;
@@ -20,6 +21,7 @@ before(async () => {
   stack = await startDevstack();
   kc = new k8s.KubeConfig();
   kc.loadFromFile(stack.kubeconfig);
+  kc = allowPlainHttp(kc);
 });
 
 after(async () => {
