@@ -138,7 +138,7 @@ func (r *Reconciler) resolveLegacyAssignment(ctx context.Context, claim *extv1be
 	case sb != nil && controlledBy(sb, claim):
 		r.remember(claim, sb)
 		return sb, nil
-	case sb != nil && src != nil && verifyCandidate(sb, claim) == "":
+	case sb != nil && src != nil && r.vetCandidate(sb, claim, src) == "":
 		adopted, err := r.adopt(ctx, claim, sb, src)
 		if err == nil {
 			r.remember(claim, adopted)

@@ -36,6 +36,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
@@ -77,6 +78,10 @@ type Options struct {
 	AllowedLabelDomains []string
 	// WarmCandidateGrace: see DefaultWarmCandidateGrace.
 	WarmCandidateGrace time.Duration
+	// Vetted is the registry of genuine pool members shared with the warm
+	// pool controller (nil: a private one, which only knows what this
+	// controller compared itself).
+	Vetted *vetting.Registry
 }
 
 func (o *Options) defaults() {
@@ -88,6 +93,9 @@ func (o *Options) defaults() {
 	}
 	if len(o.AllowedLabelDomains) == 0 {
 		o.AllowedLabelDomains = []string{DefaultAllowedLabelDomain}
+	}
+	if o.Vetted == nil {
+		o.Vetted = vetting.NewRegistry()
 	}
 }
 
@@ -103,6 +111,7 @@ type Reconciler struct {
 	opts     Options
 	queue    *CandidateQueue
 	states   *claimStates
+	vetted   *vetting.Registry
 	// now is the clock; tests replace it.
 	now func() time.Time
 }
@@ -119,6 +128,7 @@ func NewReconciler(c client.Client, api client.Reader, recorder events.EventReco
 		opts:     opts,
 		queue:    NewCandidateQueue(),
 		states:   newClaimStates(),
+		vetted:   opts.Vetted,
 		now:      time.Now,
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/controller/warmpool"
 )
@@ -75,6 +76,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := tr.SetupWithManager(mgr, opts.TemplateWorkers); err != nil {
 		return fmt.Errorf("setting up the SandboxTemplate controller: %w", err)
 	}
+	// One registry of vetted pool members for both controllers: what the
+	// pool created or compared, claims need not compare again.
+	vetted := vetting.NewRegistry()
 	pr := warmpool.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder(warmpool.ControllerName), warmpool.Options{
 		Workers:                      opts.WarmPoolWorkers,
 		MaxBatchSize:                 opts.WarmPoolMaxBatchSize,
@@ -84,6 +88,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		UnschedulableRecheckInterval: opts.UnschedulableRecheckInterval,
 		EnableWarmPoolEviction:       opts.EnableWarmPoolEviction,
 		StatusWriteInterval:          poolStatusWriteInterval,
+		Vetted:                       vetted,
 	})
 	if err := pr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the SandboxWarmPool controller: %w", err)
@@ -95,6 +100,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		PersistObservabilityAnnotations: opts.PersistClaimObservabilityAnnotations,
 		DisableObservabilityAnnotations: opts.DisableClaimObservabilityAnnotations,
 		AllowedLabelDomains:             opts.AllowedLabelDomains,
+		Vetted:                          vetted,
 	})
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the SandboxClaim controller: %w", err)

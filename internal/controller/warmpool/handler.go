@@ -23,7 +23,7 @@ type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 // controllingPool returns the pool that controls obj, if any.
 func controllingPool(obj client.Object) (types.NamespacedName, bool) {
 	ref := metav1.GetControllerOfNoCopy(obj)
-	if !index.IsExtensionKind(ref, "SandboxWarmPool") {
+	if !index.IsServedExtensionRef(ref, "SandboxWarmPool") {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
