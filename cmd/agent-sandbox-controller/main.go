@@ -99,6 +99,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.BoolVar(&e.ClaimSuccessEvents, "claim-success-events", false, "Also emit SandboxAdopted/SandboxProvisioned events (one extra write per claim).")
 	fs.BoolVar(&e.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", false, "Never write first-observed/first-ready annotations on claims.")
 	fs.BoolVar(&e.PersistClaimObservabilityAnnotations, "persist-claim-observability-annotations", false, "Write first-observed/first-ready annotations on claims (extra writes); by default they live in memory for the metrics.")
+	fs.BoolVar(&e.ReferenceCompatibleWrites, "reference-compatible-writes", false,
+		"Make every claim write the published controller makes by default (first-observed/first-ready and sandbox-name annotations, SandboxAdopted/SandboxProvisioned events); --disable-claim-observability-annotations and --disable-claim-events still apply.")
 	zopts := &zap.Options{}
 	zopts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

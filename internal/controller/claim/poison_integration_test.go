@@ -189,3 +189,27 @@ func TestPoisonedSandboxNotAdopted(t *testing.T) {
 		})
 	}
 }
+
+// After a controller restart the registry of vetted members is empty: the
+// pool's members are vetted again by content, so claims are still served
+// warm and the pool deletes none of them.
+func TestVettingSurvivesRestartForCurrentMembers(t *testing.T) {
+	w := newWorld(t, defaults())
+	w.readyPool("pool", 2, nil)
+	before, err := exttest.PoolMembers(w.c, w.ns, "pool")
+	if err != nil || len(before) != 2 {
+		t.Fatalf("members: %d %v", len(before), err)
+	}
+	w.mgr.Stop()
+	newWorldOn(w)
+	w.claim("c1", "pool", nil)
+	sb := w.waitReady("c1")
+	if sb.Name == "c1" {
+		t.Fatal("after a restart the claim went cold; the pool's members were not recognised")
+	}
+	for _, m := range before {
+		if got, err := w.sandbox(m.Name); err == nil && got.DeletionTimestamp != nil && got.UID == m.UID {
+			t.Errorf("the pool deleted its genuine member %s after the restart", m.Name)
+		}
+	}
+}

@@ -60,6 +60,11 @@ type Options struct {
 	// and claim-first-ready-at on claims. Off by default (a deliberate
 	// difference): the times are kept in memory for the metrics.
 	PersistClaimObservabilityAnnotations bool
+	// ReferenceCompatibleWrites: --reference-compatible-writes. Restores
+	// every claim-path write the published controller makes by default
+	// (observability annotations, the sandbox-name annotation of a warm
+	// adoption, success events); the disable flags still win.
+	ReferenceCompatibleWrites bool
 	// AllowedLabelDomains for claim additionalPodMetadata labels, read from
 	// /etc/sandbox-config/allowed-label-domains (claim.ReadAllowedLabelDomains);
 	// empty means sandbox.users.io.
@@ -99,6 +104,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		SuccessEvents:                   opts.ClaimSuccessEvents,
 		PersistObservabilityAnnotations: opts.PersistClaimObservabilityAnnotations,
 		DisableObservabilityAnnotations: opts.DisableClaimObservabilityAnnotations,
+		ReferenceCompatibleWrites:       opts.ReferenceCompatibleWrites,
 		AllowedLabelDomains:             opts.AllowedLabelDomains,
 		Vetted:                          vetted,
 	})
