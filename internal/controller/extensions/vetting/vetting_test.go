@@ -97,3 +97,29 @@ func TestRegistryRetain(t *testing.T) {
 		t.Error("ForgetPool kept records")
 	}
 }
+
+// BenchmarkJudge prints the per-candidate cost of the trust decision: a
+// member the pool created or already compared (the warm claim hot path)
+// and one compared from scratch (the first pass after a restart).
+func BenchmarkJudge(b *testing.B) {
+	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{UID: "pool-uid"}}
+	v1 := tmpl("img:1")
+	h1 := template.BlueprintHash(v1)
+	sb := rendered(v1, "a")
+	b.Run("vouched", func(b *testing.B) {
+		reg := NewRegistry()
+		reg.Record(pool.UID, sb.UID, h1)
+		for b.Loop() {
+			if Judge(reg, pool, v1, h1, sb) != Current {
+				b.Fatal("not current")
+			}
+		}
+	})
+	b.Run("compared", func(b *testing.B) {
+		for b.Loop() {
+			if Judge(nil, pool, v1, h1, sb) != Current {
+				b.Fatal("not current")
+			}
+		}
+	})
+}
