@@ -103,6 +103,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.BoolVar(&e.ClaimSuccessEvents, "claim-success-events", false, "Also emit SandboxAdopted/SandboxProvisioned events (one extra write per claim).")
 	fs.BoolVar(&e.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", false, "Never write first-observed/first-ready annotations on claims.")
 	fs.BoolVar(&e.PersistClaimObservabilityAnnotations, "persist-claim-observability-annotations", false, "Write first-observed/first-ready annotations on claims (extra writes); by default they live in memory for the metrics.")
+	fs.BoolVar(&e.ReferenceCompatibleWrites, "reference-compatible-writes", false,
+		"Make every claim write the published controller makes by default (first-observed/first-ready and sandbox-name annotations, SandboxAdopted/SandboxProvisioned events); --disable-claim-observability-annotations and --disable-claim-events still apply.")
 	// Conversion webhook (v1alpha1 <-> v1beta1), internal/webhook.
 	w := &f.webhook
 	fs.BoolVar(&w.Enable, "enable-webhook", true, "Serve the v1alpha1 <-> v1beta1 conversion webhook. With false, v1alpha1 requests fail; set the CRDs' conversion strategy to None if nothing uses v1alpha1.")

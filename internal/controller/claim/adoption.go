@@ -15,7 +15,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
@@ -31,8 +31,10 @@ const maxAdoptAttempts = 3
 // isAdoptable holds the static checks that make a Sandbox a warm pool
 // candidate. Anything transient (readiness, IPs) is decided at pop time.
 // A Sandbox merely labelled like a pool member, but not controlled by a
-// SandboxWarmPool, is refused: anyone allowed to create Sandboxes could
-// otherwise plant one for a victim's claim to adopt.
+// SandboxWarmPool of a served API version, is refused: anyone allowed to
+// create Sandboxes could otherwise plant one for a victim's claim to adopt.
+// These checks only keep the queue clean; vetCandidate is the trust
+// decision.
 func isAdoptable(sb *sandboxv1beta1.Sandbox) bool {
 	if sb.DeletionTimestamp != nil {
 		return false
@@ -40,19 +42,44 @@ func isAdoptable(sb *sandboxv1beta1.Sandbox) bool {
 	if sb.Labels[labels.WarmPoolSandbox] == "" || sb.Labels[labels.SandboxTemplateRefHash] == "" {
 		return false
 	}
-	return index.IsExtensionKind(metav1.GetControllerOfNoCopy(sb), "SandboxWarmPool")
+	return index.IsServedExtensionRef(metav1.GetControllerOfNoCopy(sb), "SandboxWarmPool")
 }
 
 // poolName returns the name of the pool controlling sb, if any.
 func poolName(sb *sandboxv1beta1.Sandbox) string {
-	if ref := metav1.GetControllerOfNoCopy(sb); index.IsExtensionKind(ref, "SandboxWarmPool") {
+	if ref := metav1.GetControllerOfNoCopy(sb); index.IsServedExtensionRef(ref, "SandboxWarmPool") {
 		return ref.Name
 	}
 	return ""
 }
 
-// verifyCandidate adds the claim-specific checks: same namespace, and a
-// member of exactly the pool the claim names. It returns why not, or "".
+// vetCandidate is the trust decision of adoption. On top of the static
+// checks (verifyCandidate) the candidate must be controlled by the live
+// pool object the claim references, by UID, and its content must be the
+// pool's (vetting.Judge: never edited since creation, and a rendering of
+// the pool's template that this process made or compared; a copied
+// sandbox-template-hash label counts for nothing). A Recreate pool also
+// refuses genuine members of an older template. The verdict is memoised
+// per member, so a member the pool created costs one map lookup.
+func (r *Reconciler) vetCandidate(sb *sandboxv1beta1.Sandbox, claim *extv1beta1.SandboxClaim, src *warmSource) string {
+	if why := verifyCandidate(sb, claim); why != "" {
+		return why
+	}
+	if ref := metav1.GetControllerOfNoCopy(sb); ref.UID != src.pool.UID {
+		return fmt.Sprintf("controlled by a SandboxWarmPool %q with UID %q, not the live pool (UID %q)", ref.Name, ref.UID, src.pool.UID)
+	}
+	recreate := src.pool.Strategy() == extv1beta1.RecreateUpdateStrategyType
+	switch v := vetting.Judge(r.vetted, src.pool, src.tmpl, src.blueprintHash, sb); {
+	case v == vetting.Forged:
+		return fmt.Sprintf("spec edited after creation (generation %d) or not a rendering of the pool's template", sb.Generation)
+	case recreate && v != vetting.Current:
+		return "not current (" + v.String() + ") in a Recreate pool"
+	}
+	return ""
+}
+
+// verifyCandidate adds the claim-specific static checks: same namespace,
+// and a member of the pool the claim names. It returns why not, or "".
 func verifyCandidate(sb *sandboxv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) string {
 	switch {
 	case !isAdoptable(sb):
@@ -128,12 +155,8 @@ func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.Sandb
 			putBack = append(putBack, c)
 			return nil, false, fmt.Errorf("getting candidate sandbox %q: %w", c.Name, err)
 		}
-		if why := verifyCandidate(&cand, claim); why != "" {
+		if why := r.vetCandidate(&cand, claim, src); why != "" {
 			logger.V(1).Info("dropping warm candidate", "sandbox", c.Name, "reason", why)
-			continue
-		}
-		if recreate && !template.IsCurrent(src.tmpl, src.blueprintHash, &cand) {
-			logger.V(1).Info("dropping stale warm candidate of a Recreate pool", "sandbox", c.Name)
 			continue
 		}
 		if len(cand.Status.PodIPs) == 0 {
@@ -187,7 +210,7 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1beta1.SandboxClaim, 
 		if controlledBy(fresh, claim) {
 			return fresh, nil
 		}
-		if verifyCandidate(fresh, claim) != "" || attempt+1 >= maxAdoptAttempts {
+		if r.vetCandidate(fresh, claim, src) != "" || attempt+1 >= maxAdoptAttempts {
 			return nil, errCandidateLost
 		}
 		cand = fresh

@@ -227,6 +227,9 @@ func TestCandidateChecks(t *testing.T) {
 		{"v1alpha1-era owner reference still counts", func(sb *sandboxv1beta1.Sandbox) {
 			sb.OwnerReferences[0].APIVersion = "extensions.agents.x-k8s.io/v1alpha1"
 		}, ""},
+		{"owner reference of a version nobody serves", func(sb *sandboxv1beta1.Sandbox) {
+			sb.OwnerReferences[0].APIVersion = "extensions.agents.x-k8s.io/v0nonexistent"
+		}, "not adoptable"},
 		{"unowned with pool labels", func(sb *sandboxv1beta1.Sandbox) { sb.OwnerReferences = nil }, "not adoptable"},
 		{"owned by another kind", func(sb *sandboxv1beta1.Sandbox) {
 			sb.OwnerReferences[0].Kind = "ReplicaSet"

@@ -115,7 +115,8 @@ func (r *Reconciler) findBound(ctx context.Context, claim *extv1beta1.SandboxCla
 
 // legacyAssignment returns the Sandbox name recorded on the claim by the
 // published controller (annotation, or the older label of the same key).
-// This controller does not write it: the adoption patch is the reservation
+// This controller writes it only with ReferenceCompatibleWrites (see
+// recordAssignment): the adoption patch is the reservation
 // and the owner reference the record. It is honoured so that claims
 // created before an upgrade keep their Sandboxes.
 func legacyAssignment(claim *extv1beta1.SandboxClaim) string {
@@ -138,7 +139,7 @@ func (r *Reconciler) resolveLegacyAssignment(ctx context.Context, claim *extv1be
 	case sb != nil && controlledBy(sb, claim):
 		r.remember(claim, sb)
 		return sb, nil
-	case sb != nil && src != nil && verifyCandidate(sb, claim) == "":
+	case sb != nil && src != nil && r.vetCandidate(sb, claim, src) == "":
 		adopted, err := r.adopt(ctx, claim, sb, src)
 		if err == nil {
 			r.remember(claim, adopted)
@@ -183,9 +184,9 @@ func (r *Reconciler) checkNameClash(ctx context.Context, claim *extv1beta1.Sandb
 	if err != nil || sb == nil || controlledBy(sb, claim) {
 		return err
 	}
-	err = fmt.Errorf("sandbox %q is not controlled by claim %q. Please use a different claim name or delete the sandbox manually", sb.Name, claim.Name)
-	r.warn(claim, "SandboxNameConflict", "Provisioning", err.Error())
-	return err
+	// Reported as ReconcilerError with a Warning event after the status
+	// write (reportFailure).
+	return fmt.Errorf("sandbox %q is not controlled by claim %q. Please use a different claim name or delete the sandbox manually", sb.Name, claim.Name)
 }
 
 // event emits an event unless claim events are disabled.

@@ -36,6 +36,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
@@ -72,11 +73,23 @@ type Options struct {
 	// DisableObservabilityAnnotations overrides the above (the published
 	// --disable-claim-observability-annotations flag).
 	DisableObservabilityAnnotations bool
+	// ReferenceCompatibleWrites restores every claim-path write the
+	// published controller makes by default and this one leaves out for
+	// speed: the controller-first-observed-at and claim-first-ready-at
+	// annotations (still subject to DisableObservabilityAnnotations), the
+	// agents.x-k8s.io/sandbox-name annotation recording a warm adoption on
+	// the claim, and the SandboxAdopted/SandboxProvisioned events (still
+	// subject to DisableEvents).
+	ReferenceCompatibleWrites bool
 	// AllowedLabelDomains are the label domains claims may put on pods
 	// (default sandbox.users.io).
 	AllowedLabelDomains []string
 	// WarmCandidateGrace: see DefaultWarmCandidateGrace.
 	WarmCandidateGrace time.Duration
+	// Vetted is the registry of genuine pool members shared with the warm
+	// pool controller (nil: a private one, which only knows what this
+	// controller compared itself).
+	Vetted *vetting.Registry
 }
 
 func (o *Options) defaults() {
@@ -89,11 +102,16 @@ func (o *Options) defaults() {
 	if len(o.AllowedLabelDomains) == 0 {
 		o.AllowedLabelDomains = []string{DefaultAllowedLabelDomain}
 	}
+	if o.Vetted == nil {
+		o.Vetted = vetting.NewRegistry()
+	}
 }
 
 func (o *Options) persistAnnotations() bool {
-	return o.PersistObservabilityAnnotations && !o.DisableObservabilityAnnotations
+	return (o.PersistObservabilityAnnotations || o.ReferenceCompatibleWrites) && !o.DisableObservabilityAnnotations
 }
+
+func (o *Options) successEvents() bool { return o.SuccessEvents || o.ReferenceCompatibleWrites }
 
 // Reconciler binds claims to Sandboxes.
 type Reconciler struct {
@@ -103,6 +121,7 @@ type Reconciler struct {
 	opts     Options
 	queue    *CandidateQueue
 	states   *claimStates
+	vetted   *vetting.Registry
 	// now is the clock; tests replace it.
 	now func() time.Time
 }
@@ -119,6 +138,7 @@ func NewReconciler(c client.Client, api client.Reader, recorder events.EventReco
 		opts:     opts,
 		queue:    NewCandidateQueue(),
 		states:   newClaimStates(),
+		vetted:   opts.Vetted,
 		now:      time.Now,
 	}
 }
@@ -181,11 +201,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if readyReason(&claim) == extv1beta1.ClaimReasonClaimExpired && readyReason(&claim) != reasonOf(old) {
 			r.event(&claim, corev1.EventTypeNormal, extv1beta1.ClaimReasonClaimExpired, "Claim Expired", "Claim expired")
 		}
+		r.reportFailure(&claim, old)
 		if rerr := r.recordReady(ctx, &claim, sb, wasReady); rerr != nil {
 			return ctrl.Result{}, rerr
 		}
 	}
 	return resultFor(result, err)
+}
+
+// failureReasons are the Ready reasons that a user must act on; each gets
+// a Warning event, so that kubectl describe explains a stuck claim.
+var failureReasons = map[string]bool{
+	extv1beta1.ClaimReasonWarmPoolNotFound:          true,
+	extv1beta1.ClaimReasonTemplateNotFound:          true,
+	extv1beta1.ClaimReasonInvalidMetadata:           true,
+	extv1beta1.ClaimReasonEnvVarsInjectionRejected:  true,
+	extv1beta1.ClaimReasonVolumeClaimTemplatesError: true,
+	extv1beta1.ClaimReasonReconcilerError:           true,
+}
+
+// reportFailure emits a Warning event for a failure the pass just wrote to
+// status. It runs after an authoritative status write only, and only when
+// the Ready reason or message changed, so a claim stuck on the same
+// failure (requeued every minute, say) gets one event, not one per pass.
+func (r *Reconciler) reportFailure(claim *extv1beta1.SandboxClaim, old *extv1beta1.SandboxClaimStatus) {
+	c := meta.FindStatusCondition(claim.Status.Conditions, sandboxv1beta1.SandboxConditionReady)
+	if c == nil || !failureReasons[c.Reason] {
+		return
+	}
+	if was := meta.FindStatusCondition(old.Conditions, sandboxv1beta1.SandboxConditionReady); was != nil &&
+		was.Reason == c.Reason && was.Message == c.Message {
+		return
+	}
+	r.warn(claim, c.Reason, "Reconciling", c.Message)
 }
 
 func reasonOf(st *extv1beta1.SandboxClaimStatus) string {
@@ -274,6 +322,9 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 	}
 	src, srcErr := r.warmSource(ctx, claim)
 	if sb != nil {
+		if err := r.recordAssignment(ctx, claim, sb); err != nil {
+			return sb, 0, err
+		}
 		return sb, 0, r.syncBoundMetadata(ctx, claim, sb, src, srcErr)
 	}
 	if name := legacyAssignment(claim); name != "" {
@@ -296,7 +347,7 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 		if sb != nil {
 			r.remember(claim, sb)
 			r.adopted(claim, sb)
-			return sb, 0, nil
+			return sb, 0, r.recordAssignment(ctx, claim, sb)
 		}
 		if pendingNetwork {
 			if wait := r.warmWait(claim); wait > 0 {
@@ -318,6 +369,18 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 	return sb, 0, nil
 }
 
+// recordAssignment writes the agents.x-k8s.io/sandbox-name annotation on
+// the claim for a warm Sandbox, as the published controller does, when
+// ReferenceCompatibleWrites asks for it. This controller does not need it:
+// the adoption patch is the reservation and the owner reference the record
+// (see binding.go); tools that read the annotation do.
+func (r *Reconciler) recordAssignment(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) error {
+	if !r.opts.ReferenceCompatibleWrites || sb.Name == claim.Name || claim.Annotations[labels.SandboxName] == sb.Name {
+		return nil
+	}
+	return r.patchClaimAnnotation(ctx, claim, labels.SandboxName, sb.Name)
+}
+
 // warmWait returns how long a claim may still wait for a warm candidate.
 func (r *Reconciler) warmWait(claim *extv1beta1.SandboxClaim) time.Duration {
 	now := r.now()
@@ -332,14 +395,14 @@ func (r *Reconciler) warmWait(claim *extv1beta1.SandboxClaim) time.Duration {
 
 func (r *Reconciler) adopted(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) {
 	countCreation(claim, sb, labels.LaunchTypeWarm)
-	if r.opts.SuccessEvents {
+	if r.opts.successEvents() {
 		r.event(claim, corev1.EventTypeNormal, "SandboxAdopted", "Adoption", fmt.Sprintf("Adopted warm pool Sandbox %q", sb.Name))
 	}
 }
 
 func (r *Reconciler) provisioned(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) {
 	countCreation(claim, sb, labels.LaunchTypeCold)
-	if r.opts.SuccessEvents {
+	if r.opts.successEvents() {
 		r.event(claim, corev1.EventTypeNormal, "SandboxProvisioned", "Provisioning", fmt.Sprintf("Created Sandbox %q", sb.Name))
 	}
 }

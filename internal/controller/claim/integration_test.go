@@ -204,7 +204,7 @@ func TestInvalidMetadataRefused(t *testing.T) {
 	w.claim("bad", "pool", func(c *extv1beta1.SandboxClaim) {
 		c.Spec.AdditionalPodMetadata.Labels = map[string]string{"app": "sandbox-router"}
 	})
-	w.waitReason("bad", extv1beta1.ClaimReasonInvalidMetadata, `invalid additionalPodMetadata: label "app"="sandbox-router" is a restricted system label value`)
+	w.waitReason("bad", extv1beta1.ClaimReasonInvalidMetadata, `invalid additionalPodMetadata: failed to validate label "app": restricted system label value: "app"="sandbox-router" is not allowed in AdditionalPodMetadata`)
 	if got := w.getClaim("bad").Status.SandboxStatus.Name; got != "" {
 		t.Fatalf("a sandbox was bound: %s", got)
 	}

@@ -82,35 +82,48 @@ func validateAdditionalPodMetadata(md sandboxv1beta1.PodMetadata, allowed []stri
 		allowed = []string{DefaultAllowedLabelDomain}
 	}
 	for _, k := range sortedKeys(md.Labels) {
-		v := md.Labels[k]
-		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			return fmt.Errorf("label key %q is invalid: %s", k, strings.Join(errs, "; "))
-		}
-		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-			return fmt.Errorf("label %q has an invalid value: %s", k, strings.Join(errs, "; "))
-		}
-		if k == "app" && strings.EqualFold(v, "sandbox-router") {
-			return fmt.Errorf("label %q=%q is a restricted system label value", k, v)
-		}
-		if labels.IsSystemKey(k) {
-			return fmt.Errorf("label %q is a restricted system label", k)
-		}
-		d, ok := keyDomain(k)
-		if !ok {
-			return fmt.Errorf("label %q must have a domain prefix from the allowed domains (%s)", k, strings.Join(allowed, ", "))
-		}
-		permitted := false
-		for _, a := range allowed {
-			if underDomain(d, strings.ToLower(a)) {
-				permitted = true
-				break
-			}
-		}
-		if !permitted {
-			return fmt.Errorf("label %q uses domain %q, which is not one of the allowed domains (%s)", k, d, strings.Join(allowed, ", "))
+		if err := validateLabel(k, md.Labels[k], allowed); err != nil {
+			// The published controller's wording, which clients show
+			// verbatim (e.g. "failed to validate label \"app\": restricted
+			// system label value: ...").
+			return fmt.Errorf("failed to validate label %q: %w", k, err)
 		}
 	}
-	for _, k := range sortedKeys(md.Annotations) {
+	return validateAnnotations(md.Annotations)
+}
+
+func validateLabel(k, v string, allowed []string) error {
+	if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+		return fmt.Errorf("label key %q is invalid: %s", k, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+		return fmt.Errorf("label %q has an invalid value: %s", k, strings.Join(errs, "; "))
+	}
+	if k == "app" && strings.EqualFold(v, "sandbox-router") {
+		return fmt.Errorf("restricted system label value: %q=%q is not allowed in AdditionalPodMetadata", k, v)
+	}
+	if labels.IsSystemKey(k) {
+		return fmt.Errorf("label %q is a restricted system label", k)
+	}
+	d, ok := keyDomain(k)
+	if !ok {
+		return fmt.Errorf("label %q must have a domain prefix from the allowed domains (%s)", k, strings.Join(allowed, ", "))
+	}
+	permitted := false
+	for _, a := range allowed {
+		if underDomain(d, strings.ToLower(a)) {
+			permitted = true
+			break
+		}
+	}
+	if !permitted {
+		return fmt.Errorf("label domain %q is not in the allowlist (configure the allowed-label-domains key of the agent-sandbox-config ConfigMap in the controller namespace; default: %s)", d, DefaultAllowedLabelDomain)
+	}
+	return nil
+}
+
+func validateAnnotations(anns map[string]string) error {
+	for _, k := range sortedKeys(anns) {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			return fmt.Errorf("annotation key %q is invalid: %s", k, strings.Join(errs, "; "))
 		}

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/controller/warmpool"
 )
@@ -59,6 +60,11 @@ type Options struct {
 	// and claim-first-ready-at on claims. Off by default (a deliberate
 	// difference): the times are kept in memory for the metrics.
 	PersistClaimObservabilityAnnotations bool
+	// ReferenceCompatibleWrites: --reference-compatible-writes. Restores
+	// every claim-path write the published controller makes by default
+	// (observability annotations, the sandbox-name annotation of a warm
+	// adoption, success events); the disable flags still win.
+	ReferenceCompatibleWrites bool
 	// AllowedLabelDomains for claim additionalPodMetadata labels, read from
 	// /etc/sandbox-config/allowed-label-domains (claim.ReadAllowedLabelDomains);
 	// empty means sandbox.users.io.
@@ -75,6 +81,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := tr.SetupWithManager(mgr, opts.TemplateWorkers); err != nil {
 		return fmt.Errorf("setting up the SandboxTemplate controller: %w", err)
 	}
+	// One registry of vetted pool members for both controllers: what the
+	// pool created or compared, claims need not compare again.
+	vetted := vetting.NewRegistry()
 	pr := warmpool.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder(warmpool.ControllerName), warmpool.Options{
 		Workers:                      opts.WarmPoolWorkers,
 		MaxBatchSize:                 opts.WarmPoolMaxBatchSize,
@@ -84,6 +93,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		UnschedulableRecheckInterval: opts.UnschedulableRecheckInterval,
 		EnableWarmPoolEviction:       opts.EnableWarmPoolEviction,
 		StatusWriteInterval:          poolStatusWriteInterval,
+		Vetted:                       vetted,
 	})
 	if err := pr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the SandboxWarmPool controller: %w", err)
@@ -94,7 +104,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		SuccessEvents:                   opts.ClaimSuccessEvents,
 		PersistObservabilityAnnotations: opts.PersistClaimObservabilityAnnotations,
 		DisableObservabilityAnnotations: opts.DisableClaimObservabilityAnnotations,
+		ReferenceCompatibleWrites:       opts.ReferenceCompatibleWrites,
 		AllowedLabelDomains:             opts.AllowedLabelDomains,
+		Vetted:                          vetted,
 	})
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the SandboxClaim controller: %w", err)

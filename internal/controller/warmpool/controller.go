@@ -22,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,6 +34,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/expectations"
 )
 
@@ -46,6 +48,9 @@ const (
 	ReasonTemplateNotFound = "TemplateNotFound"
 	ReasonFailedCreate     = "FailedCreate"
 	ReasonFailedDelete     = "FailedDelete"
+	// ReasonForgedMember: a Sandbox presenting itself as a member is
+	// deleted because its content is not the pool's (package vetting).
+	ReasonForgedMember = "ForgedMember"
 )
 
 // gateFallback is when a pass refused by the expectations gate looks again
@@ -78,6 +83,9 @@ type Options struct {
 	// this often keeps status current to within the interval at a fraction
 	// of the writes.
 	StatusWriteInterval time.Duration
+	// Vetted is the registry of genuine members shared with the claim
+	// controller (nil: a private one).
+	Vetted *vetting.Registry
 }
 
 func (o *Options) defaults() {
@@ -93,6 +101,9 @@ func (o *Options) defaults() {
 	if o.UnschedulableRecheckInterval <= 0 {
 		o.UnschedulableRecheckInterval = time.Minute
 	}
+	if o.Vetted == nil {
+		o.Vetted = vetting.NewRegistry()
+	}
 }
 
 // Reconciler keeps warm pools at their size.
@@ -102,6 +113,7 @@ type Reconciler struct {
 	opts     Options
 	exp      *expectations.Expectations
 	shaper   *refillShaper
+	vetted   *vetting.Registry
 	// now is the clock; tests replace it.
 	now func() time.Time
 
@@ -112,6 +124,9 @@ type Reconciler struct {
 	templateMissing map[string]bool
 	// lastStatusWrite is when each pool's status was last written.
 	lastStatusWrite map[string]time.Time
+	// poolUIDs maps pool keys to UIDs, to drop a deleted pool's records
+	// from the vetting registry.
+	poolUIDs map[string]types.UID
 }
 
 // NewReconciler returns a Reconciler. recorder may be nil (no events).
@@ -123,6 +138,8 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 		opts:            opts,
 		exp:             expectations.New(expectations.DefaultTimeout),
 		shaper:          newRefillShaper(opts.ReplenishDelay, opts.MaxRefillRate),
+		vetted:          opts.Vetted,
+		poolUIDs:        map[string]types.UID{},
 		now:             time.Now,
 		notProgressing:  map[string]bool{},
 		templateMissing: map[string]bool{},
@@ -161,6 +178,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(key)
 		return ctrl.Result{}, nil
 	}
+	r.mu.Lock()
+	if old, ok := r.poolUIDs[key]; ok && old != pool.UID {
+		r.vetted.ForgetPool(old)
+	}
+	r.poolUIDs[key] = pool.UID
+	r.mu.Unlock()
 	logger := log.FromContext(ctx)
 	now := r.now()
 	var errs []error
@@ -313,6 +336,8 @@ func (r *Reconciler) createDeficit(ctx context.Context, key string, pool *extv1b
 		if err := r.client.Create(ctx, sb); err != nil {
 			return fmt.Errorf("creating sandbox for SandboxWarmPool %q: %w", pool.Name, err)
 		}
+		// Our own rendering: vouched for without a comparison.
+		r.vetted.Record(pool.UID, sb.UID, ti.blueprintHash)
 		return nil
 	})
 	if created < granted {
@@ -398,6 +423,10 @@ func (r *Reconciler) forget(key string) {
 	delete(r.notProgressing, key)
 	delete(r.templateMissing, key)
 	delete(r.lastStatusWrite, key)
+	if uid, ok := r.poolUIDs[key]; ok {
+		r.vetted.ForgetPool(uid)
+		delete(r.poolUIDs, key)
+	}
 	r.mu.Unlock()
 }
 

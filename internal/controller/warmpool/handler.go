@@ -23,10 +23,22 @@ type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 // controllingPool returns the pool that controls obj, if any.
 func controllingPool(obj client.Object) (types.NamespacedName, bool) {
 	ref := metav1.GetControllerOfNoCopy(obj)
-	if !index.IsExtensionKind(ref, "SandboxWarmPool") {
+	if !index.IsServedExtensionRef(ref, "SandboxWarmPool") {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
+}
+
+// isOwnMember reports whether obj's controller reference carries the UID of
+// the cached pool it names. Anyone can create a Sandbox whose reference
+// names a pool; counting such a create as one of the pool's own would let a
+// tenant satisfy the pool's expectations early and make it over-create.
+func (r *Reconciler) isOwnMember(ctx context.Context, pool types.NamespacedName, obj client.Object) bool {
+	var p extv1beta1.SandboxWarmPool
+	if err := r.client.Get(ctx, pool, &p); err != nil {
+		return false
+	}
+	return metav1.GetControllerOfNoCopy(obj).UID == p.UID
 }
 
 // adoptedMember recognises a Sandbox a pool created (its generateName is
@@ -50,7 +62,9 @@ func (r *Reconciler) sandboxHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
 			if pool, ok := controllingPool(e.Object); ok {
-				r.exp.CreationObserved(pool.String())
+				if r.isOwnMember(ctx, pool, e.Object) {
+					r.exp.CreationObserved(pool.String())
+				}
 				enqueueMember(q, pool)
 				return
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,7 +37,7 @@ type membership struct {
 // poolControlled reports whether sb's controller is this pool (by UID).
 func poolControlled(sb *sandboxv1beta1.Sandbox, pool *extv1beta1.SandboxWarmPool) bool {
 	ref := metav1.GetControllerOfNoCopy(sb)
-	return index.IsExtensionKind(ref, "SandboxWarmPool") && ref.UID == pool.UID
+	return index.IsServedExtensionRef(ref, "SandboxWarmPool") && ref.UID == pool.UID
 }
 
 // listMembers returns the Sandboxes labelled as members of pool, through
@@ -55,16 +56,19 @@ func (r *Reconciler) listMembers(ctx context.Context, pool *extv1beta1.SandboxWa
 
 // classify sorts members and takes the cheap corrective actions: marking a
 // pool-owned member warm, adopting a genuine orphan. ti is nil when the
-// template could not be read, in which case nothing is judged stale and no
-// orphan is adopted (an orphan cannot be vetted without the template).
+// template could not be read, in which case nothing is judged (no member
+// can be vetted without the template) and no orphan is adopted.
+//
+// A Sandbox controlled by something other than this pool (by UID) is
+// ignored, even when its owner reference names this pool: claimed members
+// look like that, and an impostor with a forged reference is not the pool's
+// to delete (mitigation: objects controlled by another owner are never
+// touched); claims refuse it by the same UID check.
 func (r *Reconciler) classify(ctx context.Context, key string, pool *extv1beta1.SandboxWarmPool, items []sandboxv1beta1.Sandbox, ti *templateInfo) (membership, error) {
 	var m membership
-	var stale *staleness
-	if ti != nil {
-		stale = newStaleness(ti)
-	}
 	recreate := pool.Strategy() == extv1beta1.RecreateUpdateStrategyType
 	var errs []error
+	members := make(map[types.UID]bool, len(items))
 	for i := range items {
 		sb := &items[i]
 		owned := poolControlled(sb, pool)
@@ -79,14 +83,21 @@ func (r *Reconciler) classify(ctx context.Context, key string, pool *extv1beta1.
 			m.terminating++
 			continue
 		case ctrlRef != nil && !owned:
-			// Claimed (claims replace the controller reference) or someone
-			// else's: never the pool's business.
 			continue
 		}
 		orphan := ctrlRef == nil
-		if stale != nil && (recreate || orphan) && stale.isStale(sb, orphan) {
-			m.stale = append(m.stale, sb)
-			continue
+		if ti != nil {
+			switch why := r.judge(pool, ti, sb, orphan, recreate); why {
+			case forged:
+				log.FromContext(ctx).Info("deleting a Sandbox that claims to be a pool member but is not one the pool rendered",
+					"sandbox", sb.Name, "orphan", orphan, "generation", sb.Generation)
+				r.event(pool, corev1.EventTypeWarning, ReasonForgedMember, "Deleting", fmt.Sprintf(
+					"Sandbox %q carries this pool's label but its spec was edited after creation or differs from the template's rendering; deleting it", sb.Name))
+				fallthrough
+			case stale:
+				m.stale = append(m.stale, sb)
+				continue
+			}
 		}
 		if orphan {
 			if ti == nil {
@@ -101,8 +112,10 @@ func (r *Reconciler) classify(ctx context.Context, key string, pool *extv1beta1.
 				errs = append(errs, err)
 			}
 		}
+		members[sb.UID] = true
 		m.active = append(m.active, sb)
 	}
+	r.vetted.Retain(pool.UID, func(uid types.UID) bool { return members[uid] })
 	return m, joinErrs(errs)
 }
 
@@ -127,6 +140,9 @@ func (r *Reconciler) adoptOrphan(ctx context.Context, pool *extv1beta1.SandboxWa
 	if err := r.client.Patch(ctx, sb.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
 		return fmt.Errorf("adopting orphan sandbox %q into SandboxWarmPool %q: %w", sb.Name, pool.Name, err)
 	}
+	// Its content matched the rendering (judge): vouch for it, so that
+	// claims and later passes need not compare again.
+	r.vetted.Record(pool.UID, sb.UID, ti.blueprintHash)
 	// Count it as the pool's for the rest of the pass (a new slice: the
 	// listed item shares its old one with the cache).
 	sb.OwnerReferences = refs

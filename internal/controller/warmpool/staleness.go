@@ -1,47 +1,52 @@
 package warmpool
 
 import (
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
-// staleness decides, within one pass, whether members still reflect the
-// pool's template. Pool-owned members are trusted to carry honest hash
-// labels, so a matching label is enough and the semantic comparison is
-// memoised per label value. Orphans are not trusted: anyone who can create
-// a Sandbox can forge the labels, so an orphan is current only if its
-// blueprint really matches the template.
-type staleness struct {
-	ti   *templateInfo
-	memo map[string]bool // sandbox-template-hash label value -> stale
-}
+// doomReason says why classify deletes a member; "" keeps it.
+type doomReason string
 
-func newStaleness(ti *templateInfo) *staleness {
-	return &staleness{ti: ti, memo: map[string]bool{}}
-}
+const (
+	keep doomReason = ""
+	// stale: rendered from an older template (or another template) under
+	// Recreate.
+	stale doomReason = "stale"
+	// forged: claims to be a member but its content is not one the pool
+	// rendered (see package vetting); deleted under every strategy, since
+	// a claim would otherwise hand it to a victim.
+	forged doomReason = "forged"
+)
 
-func (s *staleness) isStale(sb *sandboxv1beta1.Sandbox, orphan bool) bool {
-	tmpl := s.ti.tmpl
-	// Repointing the pool at another template, even an identical one,
-	// is a rollout: the NetworkPolicy selector follows the template name.
-	if sb.Labels[labels.SandboxTemplateRefHash] != labels.NameHash(tmpl.Name) {
-		return true
-	}
+// judge decides whether a Sandbox carrying the pool's label stays. Labels
+// are never trusted for that: an orphan (no controller) stays only if its
+// spec really is the template's rendering and was never edited; a member
+// controlled by the pool (by UID) is vetted by content (vetting.Judge,
+// memoised in the registry so a pass costs one map lookup per known
+// member). Under Recreate, a genuine member of an older template version,
+// or of another template (the template name selects the NetworkPolicy, so
+// repointing a pool is a rollout even to an identical template), goes too.
+func (r *Reconciler) judge(pool *extv1beta1.SandboxWarmPool, ti *templateInfo, sb *sandboxv1beta1.Sandbox, orphan, recreate bool) doomReason {
+	refStale := sb.Labels[labels.SandboxTemplateRefHash] != labels.NameHash(ti.tmpl.Name)
 	if orphan {
-		return !template.BlueprintMatches(tmpl, sb)
+		if refStale || vetting.Edited(sb) || !vetting.MatchesRendering(ti.tmpl, sb) {
+			return forged
+		}
+		return keep
 	}
-	cur := s.ti.blueprintHash
-	got := sb.Labels[labels.SandboxTemplateHash]
-	if cur == "" || got == cur {
-		return false
+	switch vetting.Judge(r.vetted, pool, ti.tmpl, ti.blueprintHash, sb) {
+	case vetting.Forged:
+		return forged
+	case vetting.Stale:
+		if recreate {
+			return stale
+		}
 	}
-	if stale, ok := s.memo[got]; ok && got != "" {
+	if recreate && refStale {
 		return stale
 	}
-	stale := !template.BlueprintMatches(tmpl, sb)
-	if got != "" {
-		s.memo[got] = stale
-	}
-	return stale
+	return keep
 }

@@ -42,6 +42,31 @@ func IsExtensionKind(ref *metav1.OwnerReference, kind string) bool {
 	return err == nil && gv == extv1beta1.GroupVersion.Group
 }
 
+// ServedVersions are the API versions of the extensions group whose owner
+// references are honoured: the current one and the published v1alpha1 that
+// members created before an upgrade may still name. An owner reference is
+// not validated by the apiserver, so anyone allowed to create a Sandbox can
+// write any version; one the garbage collector cannot resolve (say
+// "extensions.agents.x-k8s.io/v0nonexistent") must not make a Sandbox look
+// like anyone's.
+var ServedVersions = []string{extv1beta1.GroupVersion.Version, "v1alpha1"}
+
+// IsServedExtensionRef is IsExtensionKind restricted to ServedVersions:
+// the check for trust decisions (adoption), where a reference naming a
+// version nobody serves is a forgery.
+func IsServedExtensionRef(ref *metav1.OwnerReference, kind string) bool {
+	if !IsExtensionKind(ref, kind) {
+		return false
+	}
+	version := ref.APIVersion[len(extv1beta1.GroupVersion.Group)+1:]
+	for _, v := range ServedVersions {
+		if version == v {
+			return true
+		}
+	}
+	return false
+}
+
 func parseGroup(apiVersion string) (string, error) {
 	for i := 0; i < len(apiVersion); i++ {
 		if apiVersion[i] == '/' {
