@@ -51,17 +51,22 @@ build:
 ## test: all tests: unit + integration on a real apiserver, then e2e on the
 ## local cluster (real kubelet, containerd, gVisor; needs root).
 .PHONY: test
-test: deps verify test-integration test-python test-typescript test-e2e
+test: deps verify test-integration test-python test-typescript test-conformance test-e2e
 
 .PHONY: test-integration
 test-integration: deps-test
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /test/e2e -e /test/conformance)
 
 ## test-typescript: the TypeScript SDK's unit tests and its integration run on the devstack.
 .PHONY: test-typescript
 test-typescript: deps-test
 	clients/typescript/run-tests.sh unit
 	clients/typescript/run-tests.sh integration
+
+## test-conformance: one scenario through the Go, Python and TypeScript SDKs on one devstack; results and claims must agree.
+.PHONY: test-conformance
+test-conformance: deps-test
+	$(GO) test -count=1 -v -run TestSDKsAgree ./test/conformance/
 
 ## test-python: the Python SDK's pytest suite (unit + integration on the devstack).
 .PHONY: test-python

@@ -72,7 +72,7 @@ func encodePath(p string) string {
 // checkPath rejects an empty path before any I/O.
 func checkPath(op, path string) error {
 	if path == "" {
-		return fmt.Errorf("sandbox: %s: path must not be empty", op)
+		return fmt.Errorf("sandbox: %s: path must not be empty: %w", op, ErrInvalidPath)
 	}
 	return nil
 }
@@ -81,7 +81,7 @@ func checkPath(op, path string) error {
 // multipart filename, which this SDK restricts to a bare file name.
 func checkLegacyWritePath(path string) error {
 	if path == "" || path == "." || path == ".." || strings.ContainsAny(path, "/\\") {
-		return fmt.Errorf("sandbox: write: legacy runtime path must be a bare file name (no directories, not . or ..), got %q", path)
+		return fmt.Errorf("sandbox: write: legacy runtime path must be a bare file name (no directories, not . or ..), got %q: %w", path, ErrInvalidPath)
 	}
 	return nil
 }
@@ -91,13 +91,13 @@ func checkLegacyWritePath(path string) error {
 func checkSandboxdWritePath(path string) error {
 	switch {
 	case path == "", path == ".", path == "..":
-		return fmt.Errorf("sandbox: write: path %q names no file", path)
+		return fmt.Errorf("sandbox: write: path %q names no file: %w", path, ErrInvalidPath)
 	case strings.HasSuffix(path, "/"):
-		return fmt.Errorf("sandbox: write: path %q ends with /", path)
+		return fmt.Errorf("sandbox: write: path %q ends with /: %w", path, ErrInvalidPath)
 	}
 	for _, seg := range strings.Split(path, "/") {
 		if seg == ".." {
-			return fmt.Errorf("sandbox: write: path %q contains a .. segment", path)
+			return fmt.Errorf("sandbox: write: path %q contains a .. segment: %w", path, ErrInvalidPath)
 		}
 	}
 	return nil

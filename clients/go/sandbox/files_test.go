@@ -198,9 +198,17 @@ func TestSizeLimits(t *testing.T) {
 
 func TestSandboxdWritePathRules(t *testing.T) {
 	for _, p := range []string{"", ".", "..", "dir/", "../x", "a/../b", "a/.."} {
-		if err := checkSandboxdWritePath(p); err == nil {
-			t.Errorf("checkSandboxdWritePath(%q) accepted", p)
+		if err := checkSandboxdWritePath(p); !errors.Is(err, ErrInvalidPath) {
+			t.Errorf("checkSandboxdWritePath(%q) = %v, want ErrInvalidPath", p, err)
 		}
+	}
+	for _, p := range []string{"", ".", "..", "dir/x", `dir\x`} {
+		if err := checkLegacyWritePath(p); !errors.Is(err, ErrInvalidPath) {
+			t.Errorf("checkLegacyWritePath(%q) = %v, want ErrInvalidPath", p, err)
+		}
+	}
+	if err := checkPath("read", ""); !errors.Is(err, ErrInvalidPath) {
+		t.Errorf("checkPath(empty) = %v, want ErrInvalidPath", err)
 	}
 	for _, p := range []string{"a", "dir/file.txt", "/abs/ok", "a..b", "..hidden"} {
 		if err := checkSandboxdWritePath(p); err != nil {

@@ -48,6 +48,11 @@ var (
 	// in Client.GetSandbox. Extension over the published SDK, which has no
 	// such sentinel.
 	ErrNotFound = errors.New("not found")
+	// ErrInvalidPath: a file path the SDK refuses before any I/O (empty,
+	// naming no file, climbing out of the workspace). Extension over the
+	// published SDK, whose errors are untyped here; the Python and
+	// TypeScript SDKs raise ValueError and TypeError for the same paths.
+	ErrInvalidPath = errors.New("invalid path")
 )
 
 // HTTPError is a non-2xx answer from the sandbox or the router.
