@@ -62,6 +62,7 @@ test-integration: deps-test
 test-typescript: deps-test
 	clients/typescript/run-tests.sh unit
 	clients/typescript/run-tests.sh integration
+	clients/typescript/run-tests.sh pack
 
 ## test-conformance: one scenario through the Go, Python and TypeScript SDKs on one devstack; results and claims must agree.
 .PHONY: test-conformance

@@ -3,6 +3,7 @@
 #   clients/typescript/run-tests.sh lint         eslint + prettier + tsc (make verify)
 #   clients/typescript/run-tests.sh unit         unit tests on loopback servers
 #   clients/typescript/run-tests.sh integration  against the devstack (real apiserver, controllers, router, sandboxd)
+#   clients/typescript/run-tests.sh pack         npm pack, then install the tarball into a fresh project and import it
 #   clients/typescript/run-tests.sh              all three
 # Dependencies come from the npm registry (package-lock.json, `npm ci`) and
 # are reinstalled only when the lock file changes.
@@ -36,7 +37,19 @@ case "$what" in
   integration|all)
     npm run -s build:test
     node --test --test-reporter=spec --test-concurrency=1 build/test/integration/*.test.js
+    ;;&
+  pack|all)
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' EXIT
+    tarball="$(npm pack --silent --pack-destination "$tmp" | tail -1)"
+    mkdir "$tmp/fresh"
+    (cd "$tmp/fresh" && npm init -y >/dev/null && npm pkg set type=module >/dev/null \
+      && npm install --no-audit --no-fund --loglevel=error "$tmp/$tarball" >/dev/null \
+      && node -e 'import("@agent-sandbox/sdk").then((m) => { for (const n of ["SandboxClient", "Sandbox", "SandboxError", "SandboxRequestError", "buildClaimManifest"]) if (typeof m[n] !== "function") throw new Error("missing export " + n); const c = m.buildClaimManifest("sandbox-claim-00000000", { warmpool: "p" }); if (c.metadata.labels["agents.x-k8s.io/created-by"] !== "typescript-client") throw new Error("bad manifest"); console.log("pack: " + process.argv[1] + " installs and imports"); })' "$tarball") \
+      || { echo "typescript: the packed tarball does not install or import in a fresh project" >&2; exit 1; }
+    test -f "$tmp/fresh/node_modules/@agent-sandbox/sdk/dist/index.d.ts" || { echo "typescript: the tarball has no type declarations" >&2; exit 1; }
+    test -f "$tmp/fresh/node_modules/@agent-sandbox/sdk/proto/process/v1/process.proto" || { echo "typescript: the tarball lacks the process API proto" >&2; exit 1; }
     ;;
-  lint|unit) ;;
-  *) echo "usage: $0 [lint|unit|integration]" >&2; exit 2 ;;
+  lint|unit|integration) ;;
+  *) echo "usage: $0 [lint|unit|integration|pack]" >&2; exit 2 ;;
 esac
