@@ -42,9 +42,9 @@ type PodRecord struct {
 	// ownerReference of Kind Sandbox in a served version); empty if none.
 	// It only ever matches a Sandbox of the pod's own namespace.
 	OwnerUID string
-	Deleting  bool
-	Ready     bool // phase Running and condition Ready == True
-	PodIPs    []string
+	Deleting bool
+	Ready    bool // phase Running and condition Ready == True
+	PodIPs   []string
 }
 
 // Ready reasons after which waiting is pointless: the controller will not
@@ -110,7 +110,7 @@ type Index struct {
 	uidKey      map[ownerKey]SandboxKey
 	pods        map[string]*PodRecord              // pod UID -> record
 	podsByOwner map[ownerKey]map[string]*PodRecord // sandbox (ns, UID) -> pod UID -> record
-	ipPods      map[netip.Addr]map[string]bool   // address -> pod UIDs holding it
+	ipPods      map[netip.Addr]map[string]bool     // address -> pod UIDs holding it
 	snaps       map[SandboxKey]*Snapshot
 	history     map[SandboxKey][]netip.Addr
 	namespaces  map[string]int // sandboxes per namespace
