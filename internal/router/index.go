@@ -24,13 +24,16 @@ type SandboxRecord struct {
 	ResourceVersion string
 	Deleting        bool
 	Suspended       bool // spec.operatingMode == Suspended
-	Ready           bool // condition Ready == True
-	ReadySince      time.Time
-	ReadyReason     string
-	PodIPs          []string // status.podIPs
-	WarmPool        bool     // still an unclaimed warm-pool member
-	Ports           []uint16 // TCP ports declared by the pod template
-	LastActivity    time.Time
+	// NoAutoResume: the Sandbox opts out of being woken by traffic
+	// (AutoResumeAnnotation "false"), e.g. suspended for cost or quarantine.
+	NoAutoResume bool
+	Ready        bool // condition Ready == True
+	ReadySince   time.Time
+	ReadyReason  string
+	PodIPs       []string // status.podIPs
+	WarmPool     bool     // still an unclaimed warm-pool member
+	Ports        []uint16 // TCP ports declared by the pod template
+	LastActivity time.Time
 }
 
 // PodRecord is the part of a Pod that routing depends on.
@@ -65,6 +68,7 @@ type Snapshot struct {
 	ResourceVersion string
 	Deleting        bool
 	Suspended       bool
+	NoAutoResume    bool
 	WarmPool        bool
 	Routable        bool
 	// Terminal is set when the sandbox cannot become routable by waiting.
@@ -351,6 +355,7 @@ func (x *Index) recompute(key SandboxKey) {
 		ResourceVersion: sb.ResourceVersion,
 		Deleting:        sb.Deleting,
 		Suspended:       sb.Suspended,
+		NoAutoResume:    sb.NoAutoResume,
 		WarmPool:        sb.WarmPool,
 		Ports:           sb.Ports,
 		LastActivity:    sb.LastActivity,

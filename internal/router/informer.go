@@ -27,6 +27,12 @@ import (
 // served by the others.
 const LastActivityAnnotation = "agents.x-k8s.io/last-activity"
 
+// AutoResumeAnnotation set to "false" on a Sandbox stops the router from
+// resuming it when traffic arrives: an operator who suspended a sandbox for
+// cost or quarantine must not have any caller undo that. Any other value,
+// or none, leaves auto-resume (--auto-resume) in charge.
+const AutoResumeAnnotation = "agents.x-k8s.io/auto-resume"
+
 // cacheSyncTimeout bounds the initial LIST; failing it aborts startup so
 // /readyz never reports a router that cannot resolve anything.
 const cacheSyncTimeout = 60 * time.Second
@@ -153,6 +159,7 @@ func SandboxRecordFrom(sb *sandboxv1beta1.Sandbox) *SandboxRecord {
 		Deleting:        sb.DeletionTimestamp != nil,
 		Suspended:       sb.Spec.OperatingMode == sandboxv1beta1.OperatingModeSuspended,
 		PodIPs:          sb.Status.PodIPs,
+		NoAutoResume:    sb.Annotations[AutoResumeAnnotation] == "false",
 	}
 	_, r.WarmPool = sb.Labels[sblabels.WarmPoolSandbox]
 	if c := meta.FindStatusCondition(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady); c != nil {

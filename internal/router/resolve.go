@@ -135,6 +135,10 @@ func (rs *resolution) awaitRoutable(ctx context.Context, r Route, s *Snapshot) (
 	if s.Suspended && rs.resumer == nil {
 		return nil, errorf(http.StatusServiceUnavailable, fmt.Sprintf("Sandbox %s is suspended.", key))
 	}
+	if s.Suspended && s.NoAutoResume {
+		return nil, errorf(http.StatusServiceUnavailable,
+			fmt.Sprintf("Sandbox %s is suspended and opts out of auto-resume (%s: \"false\").", key, AutoResumeAnnotation))
+	}
 	ctx, cancel := context.WithTimeout(ctx, rs.waitTimeout)
 	defer cancel()
 	if s.Suspended {

@@ -182,10 +182,19 @@ func buildAuthorizer(cfg *Config, restCfg *rest.Config) (Authorizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating clientset: %w", err)
 		}
-		return NewTokenReviewAuthorizer(cs.AuthenticationV1().TokenReviews(), TokenReviewOptions{
+		opts := TokenReviewOptions{
 			TTL: cfg.AuthzTokenReviewTTL, CacheSize: cfg.AuthzTokenReviewCacheSize,
 			RequireToken: cfg.AuthzTokenReviewRequireToken, Audiences: cfg.AuthzTokenReviewAudiences,
-		})
+		}
+		if cfg.AuthzAccessReview {
+			opts.Access = &AccessReviewOptions{
+				Reviewer: cs.AuthorizationV1().SubjectAccessReviews(),
+				Verb:     cfg.AuthzAccessReviewVerb,
+				TTL:      cfg.AuthzAccessReviewTTL, NegativeTTL: cfg.AuthzAccessReviewNegativeTTL,
+				CacheSize: cfg.AuthzAccessReviewCacheSize,
+			}
+		}
+		return NewTokenReviewAuthorizer(cs.AuthenticationV1().TokenReviews(), opts)
 	case AuthzScopedToken:
 		secret, err := LoadScopedTokenSecret(cfg.AuthzScopedTokenSecretFile)
 		if err != nil {
