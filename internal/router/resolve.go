@@ -34,6 +34,9 @@ const cacheLagGrace = time.Second
 type Target struct {
 	Route Route
 	Addr  netip.AddrPort
+	// Host, in the reduced mode only, is a DNS name to dial instead of
+	// Addr (port Route.Port); the dialer checks what it resolves to.
+	Host string
 }
 
 // resolution turns a validated Route into a Target: it finds the sandbox in
