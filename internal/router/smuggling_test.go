@@ -2,6 +2,8 @@ package router
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -100,5 +102,38 @@ func TestSmugglingCLPlusTEClosesConnection(t *testing.T) {
 		if got := <-paths; got != want {
 			t.Fatalf("backend saw %q, want %q", got, want)
 		}
+	}
+}
+
+// TestDialNameAppliesPolicy: in the reduced mode the router dials DNS
+// names; what a name resolves to is held to the same address policy, so a
+// name pointing at loopback (or metadata) is no way around it.
+func TestDialNameAppliesPolicy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	name := fmt.Sprintf("localhost:%d", port)
+	if _, err := newRetryDialer(0, 0, 0, NewAddrPolicy(false), nil).DialContext(context.Background(), "tcp", name); !errors.Is(err, errDialForbidden) {
+		t.Fatalf("name resolving to loopback, loopback not allowed: %v", err)
+	}
+	c, err := newRetryDialer(0, 0, 0, NewAddrPolicy(true), nil).DialContext(context.Background(), "tcp", name)
+	if err != nil {
+		t.Fatalf("name resolving to loopback, loopback allowed: %v", err)
+	}
+	c.Close()
+	if _, err := newRetryDialer(0, 0, 0, NewAddrPolicy(true), nil).DialContext(context.Background(), "tcp", "no-such-host.invalid:80"); err == nil || errors.Is(err, errDialForbidden) {
+		t.Fatalf("unresolvable name: %v", err)
 	}
 }
