@@ -80,11 +80,11 @@ func (d *retryDialer) DialContext(ctx context.Context, network, addr string) (ne
 	if !d.policy.Permit(ap) {
 		return nil, fmt.Errorf("dial %s: %w", addr, errDialForbidden)
 	}
-	return d.dialRetrying(ctx, network, func() (string, error) { return addr, nil })
+	return d.dialRetrying(ctx, network, func() ([]string, error) { return []string{addr}, nil })
 }
 
-// dialName resolves host:port and dials the first address the policy
-// permits: a name is no way around the address-class rules.
+// dialName resolves host:port and dials the addresses the policy permits,
+// in the resolver's order: a name is no way around the address-class rules.
 func (d *retryDialer) dialName(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -94,22 +94,27 @@ func (d *retryDialer) dialName(ctx context.Context, network, addr string) (net.C
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, errDialForbidden)
 	}
-	return d.dialRetrying(ctx, network, func() (string, error) {
+	return d.dialRetrying(ctx, network, func() ([]string, error) {
 		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
+		var out []string
 		for _, ip := range ips {
 			if ap := netip.AddrPortFrom(ip.Unmap(), uint16(pn)); d.policy.Permit(ap) {
-				return ap.String(), nil
+				out = append(out, ap.String())
 			}
 		}
-		return "", fmt.Errorf("dial %s: %w", addr, errDialForbidden)
+		if len(out) == 0 {
+			return nil, fmt.Errorf("dial %s: %w", addr, errDialForbidden)
+		}
+		return out, nil
 	})
 }
 
-// dialRetrying dials target() up to d.attempts times with backoff.
-func (d *retryDialer) dialRetrying(ctx context.Context, network string, target func() (string, error)) (net.Conn, error) {
+// dialRetrying dials the addresses from targets() up to d.attempts times
+// with backoff; within one attempt the addresses are tried in order.
+func (d *retryDialer) dialRetrying(ctx context.Context, network string, targets func() ([]string, error)) (net.Conn, error) {
 	var lastErr error
 	for n := 0; n < d.attempts; n++ {
 		if n > 0 {
@@ -124,22 +129,20 @@ func (d *retryDialer) dialRetrying(ctx context.Context, network string, target f
 				return nil, lastErr
 			}
 		}
-		addr, err := target()
+		addrs, err := targets()
 		if errors.Is(err, errDialForbidden) {
 			return nil, err
 		}
 		if err != nil {
 			lastErr = err
-			if ctx.Err() != nil {
-				break
+		}
+		for _, addr := range addrs {
+			c, err := d.dialer.DialContext(ctx, network, addr)
+			if err == nil {
+				return c, nil
 			}
-			continue
+			lastErr = err
 		}
-		c, err := d.dialer.DialContext(ctx, network, addr)
-		if err == nil {
-			return c, nil
-		}
-		lastErr = err
 		if ctx.Err() != nil {
 			break
 		}
