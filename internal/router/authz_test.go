@@ -18,6 +18,7 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -152,7 +153,7 @@ func TestTokenReviewAuthorizer(t *testing.T) {
 }
 
 func TestLRUEviction(t *testing.T) {
-	c := newLRU(2)
+	c := newLRU[reviewResult](2)
 	exp := time.Now().Add(time.Hour)
 	c.put("a", reviewResult{authenticated: true}, exp)
 	c.put("b", reviewResult{}, exp)
@@ -248,4 +249,99 @@ func hmacNew(secret []byte) interface {
 	Sum([]byte) []byte
 } {
 	return hmac.New(sha256.New, secret)
+}
+
+type fakeAccessReviewer struct {
+	mu    sync.Mutex
+	calls int
+	last  authzv1.SubjectAccessReviewSpec
+	allow func(spec authzv1.SubjectAccessReviewSpec) bool
+}
+
+func (f *fakeAccessReviewer) Create(_ context.Context, sar *authzv1.SubjectAccessReview, _ metav1.CreateOptions) (*authzv1.SubjectAccessReview, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.last = sar.Spec
+	out := sar.DeepCopy()
+	out.Status.Allowed = f.allow(sar.Spec)
+	return out, nil
+}
+
+// TestAccessReviewAuthorizer: an authenticated caller is authorized per
+// sandbox with a SubjectAccessReview carrying its TokenReview identity;
+// allows and denies are cached (denies shorter), per credential and sandbox.
+func TestAccessReviewAuthorizer(t *testing.T) {
+	rev := &userReviewer{users: map[string]authnv1.UserInfo{
+		"alice": {Username: "system:serviceaccount:a:default", UID: "ua", Groups: []string{"system:serviceaccounts"},
+			Extra: map[string]authnv1.ExtraValue{"k": {"v"}}},
+		"bob": {Username: "system:serviceaccount:b:default", UID: "ub"},
+	}}
+	sar := &fakeAccessReviewer{allow: func(s authzv1.SubjectAccessReviewSpec) bool {
+		ra := s.ResourceAttributes
+		return s.User == "system:serviceaccount:a:default" && ra.Namespace == "a" &&
+			ra.Group == "agents.x-k8s.io" && ra.Resource == "sandboxes" && ra.Verb == "connect"
+	}}
+	a, err := NewTokenReviewAuthorizer(rev, TokenReviewOptions{TTL: time.Minute, CacheSize: 8,
+		Access: &AccessReviewOptions{Reviewer: sar, TTL: 10 * time.Second, NegativeTTL: 2 * time.Second, CacheSize: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	a.now = func() time.Time { return now }
+	ctx := context.Background()
+	if err := a.Authorize(ctx, bearerReq("Bearer alice"), "a", "sb"); err != nil {
+		t.Fatalf("alice on her namespace: %v", err)
+	}
+	if sar.last.UID != "ua" || len(sar.last.Groups) != 1 || sar.last.Extra["k"][0] != "v" || sar.last.ResourceAttributes.Name != "sb" {
+		t.Fatalf("SAR spec does not carry the identity and the sandbox: %+v", sar.last)
+	}
+	if err := a.Authorize(ctx, bearerReq("Bearer bob"), "a", "sb"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("bob on alice's namespace: %v", err)
+	}
+	if err := a.Authorize(ctx, bearerReq("Bearer alice"), "b", "sb"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("alice on another namespace: %v", err)
+	}
+	if err := a.Authorize(ctx, bearerReq(""), "a", "sb"); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("anonymous: %v", err)
+	}
+	calls := sar.calls
+	for range 3 {
+		_ = a.Authorize(ctx, bearerReq("Bearer alice"), "a", "sb")
+		_ = a.Authorize(ctx, bearerReq("Bearer bob"), "a", "sb")
+	}
+	if sar.calls != calls {
+		t.Fatalf("cached decisions made %d more SARs", sar.calls-calls)
+	}
+	// After the negative TTL the deny is asked again; the allow is not.
+	now = now.Add(3 * time.Second)
+	_ = a.Authorize(ctx, bearerReq("Bearer alice"), "a", "sb")
+	_ = a.Authorize(ctx, bearerReq("Bearer bob"), "a", "sb")
+	if sar.calls != calls+1 {
+		t.Fatalf("after 3s: %d SARs, want exactly the deny refreshed", sar.calls-calls)
+	}
+	now = now.Add(10 * time.Second)
+	_ = a.Authorize(ctx, bearerReq("Bearer alice"), "a", "sb")
+	if sar.calls != calls+2 {
+		t.Fatal("allow not refreshed after its TTL")
+	}
+	if sar.last.User != "system:serviceaccount:a:default" {
+		t.Fatalf("refreshed allow asked for %q", sar.last.User)
+	}
+	// Anonymous requests are reviewed as system:anonymous.
+	now = now.Add(time.Minute)
+	_ = a.Authorize(ctx, bearerReq(""), "a", "other")
+	if sar.last.User != "system:anonymous" || sar.last.Groups[0] != "system:unauthenticated" {
+		t.Fatalf("anonymous SAR: %+v", sar.last)
+	}
+}
+
+type userReviewer struct{ users map[string]authnv1.UserInfo }
+
+func (u *userReviewer) Create(_ context.Context, tr *authnv1.TokenReview, _ metav1.CreateOptions) (*authnv1.TokenReview, error) {
+	out := tr.DeepCopy()
+	if ui, ok := u.users[tr.Spec.Token]; ok {
+		out.Status.Authenticated, out.Status.User = true, ui
+	}
+	return out, nil
 }

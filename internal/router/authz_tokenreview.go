@@ -30,17 +30,23 @@ type TokenReviewOptions struct {
 	CacheSize    int
 	RequireToken bool
 	Audiences    []string
+	// Access, when set, adds authorization: the authenticated user must
+	// also be allowed by a SubjectAccessReview on the target sandbox.
+	Access *AccessReviewOptions
 }
 
 // TokenReviewAuthorizer authenticates bearer tokens with the apiserver's
-// TokenReview API. It authenticates only: any authenticated principal may
-// reach any sandbox (compose it with a custom authorizer for tenancy).
+// TokenReview API and, with Access set, authorizes the caller for the
+// target sandbox with a SubjectAccessReview. Without Access it
+// authenticates only (the reference's behaviour): any authenticated
+// principal may reach any sandbox.
 type TokenReviewAuthorizer struct {
 	reviewer TokenReviewer
 	opts     TokenReviewOptions
 	now      func() time.Time
-	cache    *lru
+	cache    *lru[reviewResult]
 	flight   singleflight.Group
+	access   *accessReviewer
 }
 
 // NewTokenReviewAuthorizer validates opts and returns the authorizer.
@@ -51,7 +57,15 @@ func NewTokenReviewAuthorizer(rev TokenReviewer, opts TokenReviewOptions) (*Toke
 	if opts.CacheSize <= 0 {
 		return nil, fmt.Errorf("tokenreview cache size must be positive, got %d", opts.CacheSize)
 	}
-	return &TokenReviewAuthorizer{reviewer: rev, opts: opts, now: time.Now, cache: newLRU(opts.CacheSize)}, nil
+	a := &TokenReviewAuthorizer{reviewer: rev, opts: opts, now: time.Now, cache: newLRU[reviewResult](opts.CacheSize)}
+	if opts.Access != nil {
+		ar, err := newAccessReviewer(*opts.Access, func() time.Time { return a.now() })
+		if err != nil {
+			return nil, err
+		}
+		a.access = ar
+	}
+	return a, nil
 }
 
 // TokenHash is the cache key of a token: hex SHA-256, so raw tokens are
@@ -63,17 +77,24 @@ func TokenHash(token string) string {
 
 type reviewResult struct {
 	authenticated bool
+	user          authnv1.UserInfo
 	err           error
 }
 
 // Authorize implements Authorizer.
-func (a *TokenReviewAuthorizer) Authorize(ctx context.Context, r *http.Request, _, _ string) error {
+func (a *TokenReviewAuthorizer) Authorize(ctx context.Context, r *http.Request, namespace, name string) error {
 	token := BearerToken(r)
 	if token == "" {
 		if a.opts.RequireToken {
 			return ErrUnauthenticated
 		}
-		return nil
+		if a.access == nil {
+			return nil
+		}
+		// No credentials: the request is judged as the apiserver judges
+		// anonymous requests, so only an explicit RBAC grant to
+		// system:anonymous or system:unauthenticated lets it through.
+		return a.access.authorize(ctx, anonymousKey, anonymousUser, namespace, name)
 	}
 	key := TokenHash(token)
 	res, ok := a.cache.get(key, a.now())
@@ -97,7 +118,10 @@ func (a *TokenReviewAuthorizer) Authorize(ctx context.Context, r *http.Request, 
 	case !res.authenticated:
 		return ErrUnauthenticated
 	}
-	return nil
+	if a.access == nil {
+		return nil
+	}
+	return a.access.authorize(ctx, key, res.user, namespace, name)
 }
 
 func (a *TokenReviewAuthorizer) review(ctx context.Context, token string) reviewResult {
@@ -108,59 +132,60 @@ func (a *TokenReviewAuthorizer) review(ctx context.Context, token string) review
 	if err != nil {
 		return reviewResult{err: fmt.Errorf("tokenreview: %w", err)}
 	}
-	if out.Status.Error != "" && !out.Status.Authenticated {
+	if !out.Status.Authenticated {
 		return reviewResult{authenticated: false}
 	}
-	return reviewResult{authenticated: out.Status.Authenticated}
+	return reviewResult{authenticated: true, user: out.Status.User}
 }
 
 // lru is a small size-bounded cache with per-entry expiry.
-type lru struct {
+type lru[V any] struct {
 	mu    sync.Mutex
 	size  int
 	ll    *list.List
 	items map[string]*list.Element
 }
 
-type lruEntry struct {
+type lruEntry[V any] struct {
 	key     string
-	val     reviewResult
+	val     V
 	expires time.Time
 }
 
-func newLRU(size int) *lru {
-	return &lru{size: size, ll: list.New(), items: map[string]*list.Element{}}
+func newLRU[V any](size int) *lru[V] {
+	return &lru[V]{size: size, ll: list.New(), items: map[string]*list.Element{}}
 }
 
-func (c *lru) get(key string, now time.Time) (reviewResult, bool) {
+func (c *lru[V]) get(key string, now time.Time) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var zero V
 	el, ok := c.items[key]
 	if !ok {
-		return reviewResult{}, false
+		return zero, false
 	}
-	e := el.Value.(*lruEntry)
+	e := el.Value.(*lruEntry[V])
 	if !now.Before(e.expires) {
 		c.ll.Remove(el)
 		delete(c.items, key)
-		return reviewResult{}, false
+		return zero, false
 	}
 	c.ll.MoveToFront(el)
 	return e.val, true
 }
 
-func (c *lru) put(key string, val reviewResult, expires time.Time) {
+func (c *lru[V]) put(key string, val V, expires time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[key]; ok {
-		el.Value = &lruEntry{key: key, val: val, expires: expires}
+		el.Value = &lruEntry[V]{key: key, val: val, expires: expires}
 		c.ll.MoveToFront(el)
 		return
 	}
-	c.items[key] = c.ll.PushFront(&lruEntry{key: key, val: val, expires: expires})
+	c.items[key] = c.ll.PushFront(&lruEntry[V]{key: key, val: val, expires: expires})
 	for c.ll.Len() > c.size {
 		old := c.ll.Back()
 		c.ll.Remove(old)
-		delete(c.items, old.Value.(*lruEntry).key)
+		delete(c.items, old.Value.(*lruEntry[V]).key)
 	}
 }

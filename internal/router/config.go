@@ -55,10 +55,22 @@ type Config struct {
 	AuthzTokenReviewRequireToken bool
 	AuthzTokenReviewAudiences    []string
 	AuthzScopedTokenSecretFile   string
+	// SubjectAccessReview authorization on top of TokenReview (beyond the
+	// reference, which only authenticates).
+	AuthzAccessReview            bool
+	AuthzAccessReviewVerb        string
+	AuthzAccessReviewTTL         time.Duration
+	AuthzAccessReviewNegativeTTL time.Duration
+	AuthzAccessReviewCacheSize   int
 
+	// CacheEnabled false (or missing list/watch rights) runs the reduced
+	// mode: header/DNS routing without cache verification.
 	CacheEnabled   bool
 	CacheNamespace string
-	Kubeconfig     string
+	// RequireCache makes missing list/watch rights fatal instead of
+	// degrading to the reduced mode.
+	RequireCache bool
+	Kubeconfig   string
 
 	// Beyond upstream.
 	DefaultSandboxPorts []uint16
@@ -162,8 +174,14 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.AuthzTokenReviewRequireToken, "authz-tokenreview-require-token", false, "Answer 401 to requests without a bearer token.")
 	fs.Var(csvList{&c.AuthzTokenReviewAudiences}, "authz-tokenreview-audiences", "Comma-separated TokenReview audiences.")
 	fs.StringVar(&c.AuthzScopedTokenSecretFile, "authz-scoped-token-secret-file", "", "HMAC secret (>= 32 bytes) for scoped tokens.")
-	fs.BoolVar(&c.CacheEnabled, "cache-enabled", true, "Resolve targets from the Sandbox/Pod informer cache (required; false is rejected).")
+	fs.BoolVar(&c.AuthzAccessReview, "authz-access-review", true, "With --authz-mode=tokenreview, also require a SubjectAccessReview: the caller must be allowed --authz-access-review-verb on the sandbox (agents.x-k8s.io sandboxes, by name, in its namespace). false = authenticate only, as the reference does.")
+	fs.StringVar(&c.AuthzAccessReviewVerb, "authz-access-review-verb", DefaultAccessVerb, "RBAC verb on sandboxes that lets a caller reach a sandbox.")
+	fs.DurationVar(&c.AuthzAccessReviewTTL, "authz-access-review-ttl", 10*time.Second, "Cache TTL of an allowed SubjectAccessReview.")
+	fs.DurationVar(&c.AuthzAccessReviewNegativeTTL, "authz-access-review-negative-ttl", 2*time.Second, "Cache TTL of a denied or failed SubjectAccessReview.")
+	fs.IntVar(&c.AuthzAccessReviewCacheSize, "authz-access-review-cache-size", 4096, "SubjectAccessReview result cache entries (one per caller and sandbox).")
+	fs.BoolVar(&c.CacheEnabled, "cache-enabled", true, "Resolve targets from the Sandbox/Pod informer cache and verify every address against it. false = reduced mode (X-Sandbox-Pod-IP or <id>.<namespace>.svc DNS, address-class checks only), also entered when the router lacks list/watch rights.")
 	fs.StringVar(&c.CacheNamespace, "cache-namespace", "", "Watch one namespace only; empty = cluster-wide.")
+	fs.BoolVar(&c.RequireCache, "require-cache", false, "Exit instead of entering the reduced mode when list/watch rights on sandboxes and pods are missing.")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "Kubeconfig file; empty = in-cluster, then default loading rules.")
 	c.DefaultSandboxPorts = []uint16{8888, 8080, 9090}
 	fs.Var(portList{&c.DefaultSandboxPorts}, "default-sandbox-ports", "Ports reachable on every sandbox besides the container ports its pod template declares (legacy runtime 8888, sandboxd 8080/9090); empty = declared ports only.")
@@ -322,6 +340,17 @@ func (c *Config) Validate() error {
 		if c.AuthzTokenReviewCacheSize <= 0 {
 			bad("--authz-tokenreview-cache-size must be positive")
 		}
+		if c.AuthzAccessReview {
+			if c.AuthzAccessReviewVerb == "" {
+				bad("--authz-access-review-verb must not be empty")
+			}
+			if c.AuthzAccessReviewTTL <= 0 || c.AuthzAccessReviewNegativeTTL <= 0 {
+				bad("--authz-access-review-ttl and --authz-access-review-negative-ttl must be positive")
+			}
+			if c.AuthzAccessReviewCacheSize <= 0 {
+				bad("--authz-access-review-cache-size must be positive")
+			}
+		}
 	case AuthzScopedToken:
 		if c.AuthzScopedTokenSecretFile == "" {
 			bad("--authz-mode=scoped-token needs --authz-scoped-token-secret-file")
@@ -329,8 +358,11 @@ func (c *Config) Validate() error {
 	default:
 		bad("invalid --authz-mode %q", c.AuthzMode)
 	}
-	if !c.CacheEnabled {
-		bad("--cache-enabled=false is not supported: this router only forwards to addresses its Sandbox/Pod cache confirms")
+	if !c.CacheEnabled && c.RequireCache {
+		bad("--cache-enabled=false contradicts --require-cache")
+	}
+	if !c.CacheEnabled && c.IdleSuspendAfter > 0 {
+		bad("--idle-suspend-after needs the cache (--cache-enabled=true)")
 	}
 	if c.ReadyTimeout <= 0 {
 		bad("--ready-timeout must be positive")

@@ -87,7 +87,12 @@ func TestConfigValidateMatrix(t *testing.T) {
 		{"--authz-mode=tokenreview", "--authz-tokenreview-ttl=0"},
 		{"--authz-mode=tokenreview", "--authz-tokenreview-cache-size=0"},
 		{"--authz-mode=scoped-token"},
-		{"--cache-enabled=false"},
+		{"--cache-enabled=false", "--require-cache"},
+		{"--cache-enabled=false", "--idle-suspend-after=15m"},
+		{"--authz-mode=tokenreview", "--authz-access-review-verb="},
+		{"--authz-mode=tokenreview", "--authz-access-review-ttl=0"},
+		{"--authz-mode=tokenreview", "--authz-access-review-negative-ttl=-1s"},
+		{"--authz-mode=tokenreview", "--authz-access-review-cache-size=0"},
 		{"--ready-timeout=0"},
 		{"--idle-suspend-after=-1s"},
 		{"--idle-suspend-after=500ms"},
@@ -103,6 +108,8 @@ func TestConfigValidateMatrix(t *testing.T) {
 		{"--https-bind-address=:8443", "--tls-cert-file=c", "--tls-key-file=k", "--mtls-mode=required", "--tls-client-ca-file=ca"},
 		{"--authz-mode=scoped-token", "--authz-scoped-token-secret-file=/s"},
 		{"--idle-suspend-after=15m"},
+		{"--cache-enabled=false"},
+		{"--authz-mode=tokenreview", "--authz-access-review=false", "--authz-access-review-ttl=0"},
 	}
 	for _, args := range ok {
 		if _, err := ParseConfig(args, envOf(nil), nil); err != nil {

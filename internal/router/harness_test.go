@@ -136,6 +136,7 @@ type sandboxSpec struct {
 	notReady  bool
 	warmPool  bool
 	reason    string
+	noResume  bool // AutoResumeAnnotation "false"
 }
 
 var uidSeq atomic.Int64
@@ -154,7 +155,7 @@ func (h *harness) addSandbox(s sandboxSpec) string {
 	h.idx.UpsertSandbox(&SandboxRecord{
 		Key: SandboxKey{Namespace: s.ns, Name: s.name}, UID: s.uid, ResourceVersion: "1",
 		Suspended: s.suspended, Ready: !s.suspended && !s.notReady, ReadyReason: s.reason,
-		PodIPs: []string{ip}, WarmPool: s.warmPool, Ports: ports,
+		PodIPs: []string{ip}, WarmPool: s.warmPool, Ports: ports, NoAutoResume: s.noResume,
 	})
 	if !s.suspended {
 		h.idx.UpsertPod(&PodRecord{Namespace: s.ns, Name: s.name, UID: "pod-" + s.uid,

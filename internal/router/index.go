@@ -24,13 +24,16 @@ type SandboxRecord struct {
 	ResourceVersion string
 	Deleting        bool
 	Suspended       bool // spec.operatingMode == Suspended
-	Ready           bool // condition Ready == True
-	ReadySince      time.Time
-	ReadyReason     string
-	PodIPs          []string // status.podIPs
-	WarmPool        bool     // still an unclaimed warm-pool member
-	Ports           []uint16 // TCP ports declared by the pod template
-	LastActivity    time.Time
+	// NoAutoResume: the Sandbox opts out of being woken by traffic
+	// (AutoResumeAnnotation "false"), e.g. suspended for cost or quarantine.
+	NoAutoResume bool
+	Ready        bool // condition Ready == True
+	ReadySince   time.Time
+	ReadyReason  string
+	PodIPs       []string // status.podIPs
+	WarmPool     bool     // still an unclaimed warm-pool member
+	Ports        []uint16 // TCP ports declared by the pod template
+	LastActivity time.Time
 }
 
 // PodRecord is the part of a Pod that routing depends on.
@@ -38,10 +41,13 @@ type PodRecord struct {
 	Namespace string
 	Name      string
 	UID       string
-	OwnerUID  string // UID of the controlling Sandbox; empty if none
-	Deleting  bool
-	Ready     bool // phase Running and condition Ready == True
-	PodIPs    []string
+	// OwnerUID is the UID of the controlling Sandbox (a controller
+	// ownerReference of Kind Sandbox in a served version); empty if none.
+	// It only ever matches a Sandbox of the pod's own namespace.
+	OwnerUID string
+	Deleting bool
+	Ready    bool // phase Running and condition Ready == True
+	PodIPs   []string
 }
 
 // Ready reasons after which waiting is pointless: the controller will not
@@ -62,6 +68,7 @@ type Snapshot struct {
 	ResourceVersion string
 	Deleting        bool
 	Suspended       bool
+	NoAutoResume    bool
 	WarmPool        bool
 	Routable        bool
 	// Terminal is set when the sandbox cannot become routable by waiting.
@@ -87,14 +94,27 @@ func (s *Snapshot) AllowsPort(port uint16, always []uint16) bool {
 
 const historyLen = 8
 
+// ownerKey names a Sandbox by namespace and UID. Pods are tied to their
+// Sandbox by this pair, never by the UID alone: an ownerReference is written
+// by whoever creates the pod, so a tenant of namespace B can copy the UID of
+// namespace A's Sandbox into a pod of B. The Sandbox controller only counts
+// pods of the Sandbox's own namespace (owner references cannot cross
+// namespaces), and the router must count exactly the same pods.
+type ownerKey struct {
+	Namespace string
+	UID       string
+}
+
+func podOwner(p *PodRecord) ownerKey { return ownerKey{Namespace: p.Namespace, UID: p.OwnerUID} }
+
 // Index holds the routing state fed by informers. It implements Resolver.
 type Index struct {
 	mu          sync.RWMutex
 	sandboxes   map[SandboxKey]*SandboxRecord
-	uidKey      map[string]SandboxKey
-	pods        map[string]*PodRecord            // pod UID -> record
-	podsByOwner map[string]map[string]*PodRecord // sandbox UID -> pod UID -> record
-	ipPods      map[netip.Addr]map[string]bool   // address -> pod UIDs holding it
+	uidKey      map[ownerKey]SandboxKey
+	pods        map[string]*PodRecord              // pod UID -> record
+	podsByOwner map[ownerKey]map[string]*PodRecord // sandbox (ns, UID) -> pod UID -> record
+	ipPods      map[netip.Addr]map[string]bool     // address -> pod UIDs holding it
 	snaps       map[SandboxKey]*Snapshot
 	history     map[SandboxKey][]netip.Addr
 	namespaces  map[string]int // sandboxes per namespace
@@ -106,9 +126,9 @@ type Index struct {
 func NewIndex() *Index {
 	return &Index{
 		sandboxes:   map[SandboxKey]*SandboxRecord{},
-		uidKey:      map[string]SandboxKey{},
+		uidKey:      map[ownerKey]SandboxKey{},
 		pods:        map[string]*PodRecord{},
-		podsByOwner: map[string]map[string]*PodRecord{},
+		podsByOwner: map[ownerKey]map[string]*PodRecord{},
 		ipPods:      map[netip.Addr]map[string]bool{},
 		snaps:       map[SandboxKey]*Snapshot{},
 		history:     map[SandboxKey][]netip.Addr{},
@@ -172,10 +192,10 @@ func (x *Index) UpsertSandbox(r *SandboxRecord) {
 		x.namespaces[r.Key.Namespace]++
 	} else if old.UID != r.UID {
 		// Same name, new incarnation: the old UID's pods no longer belong here.
-		delete(x.uidKey, old.UID)
+		delete(x.uidKey, ownerKey{r.Key.Namespace, old.UID})
 	}
 	x.sandboxes[r.Key] = r
-	x.uidKey[r.UID] = r.Key
+	x.uidKey[ownerKey{r.Key.Namespace, r.UID}] = r.Key
 	affected = append(affected, r.Key)
 	x.recompute(r.Key)
 	x.mu.Unlock()
@@ -186,7 +206,7 @@ func (x *Index) UpsertSandbox(r *SandboxRecord) {
 func (x *Index) DeleteSandbox(key SandboxKey) {
 	x.mu.Lock()
 	if old := x.sandboxes[key]; old != nil {
-		delete(x.uidKey, old.UID)
+		delete(x.uidKey, ownerKey{key.Namespace, old.UID})
 		if x.namespaces[key.Namespace]--; x.namespaces[key.Namespace] <= 0 {
 			delete(x.namespaces, key.Namespace)
 		}
@@ -204,10 +224,10 @@ func (x *Index) UpsertPod(p *PodRecord) {
 	keys := x.removePodLocked(p.UID)
 	x.pods[p.UID] = p
 	if p.OwnerUID != "" {
-		m := x.podsByOwner[p.OwnerUID]
+		m := x.podsByOwner[podOwner(p)]
 		if m == nil {
 			m = map[string]*PodRecord{}
-			x.podsByOwner[p.OwnerUID] = m
+			x.podsByOwner[podOwner(p)] = m
 		}
 		m[p.UID] = p
 	}
@@ -226,7 +246,7 @@ func (x *Index) UpsertPod(p *PodRecord) {
 		// Another sandbox whose pod shares this address must re-verify.
 		keys = append(keys, x.keysHoldingLocked(a)...)
 	}
-	if k, ok := x.uidKey[p.OwnerUID]; ok {
+	if k, ok := x.ownerOfLocked(p); ok {
 		keys = append(keys, k)
 	}
 	keys = x.recomputeAll(keys)
@@ -250,13 +270,13 @@ func (x *Index) removePodLocked(uid string) []SandboxKey {
 	}
 	delete(x.pods, uid)
 	var keys []SandboxKey
-	if m := x.podsByOwner[old.OwnerUID]; m != nil {
+	if m := x.podsByOwner[podOwner(old)]; m != nil {
 		delete(m, uid)
 		if len(m) == 0 {
-			delete(x.podsByOwner, old.OwnerUID)
+			delete(x.podsByOwner, podOwner(old))
 		}
 	}
-	if k, ok := x.uidKey[old.OwnerUID]; ok {
+	if k, ok := x.ownerOfLocked(old); ok {
 		keys = append(keys, k)
 	}
 	for _, s := range old.PodIPs {
@@ -281,12 +301,21 @@ func (x *Index) keysHoldingLocked(a netip.Addr) []SandboxKey {
 	var keys []SandboxKey
 	for uid := range x.ipPods[a] {
 		if p := x.pods[uid]; p != nil {
-			if k, ok := x.uidKey[p.OwnerUID]; ok {
+			if k, ok := x.ownerOfLocked(p); ok {
 				keys = append(keys, k)
 			}
 		}
 	}
 	return keys
+}
+
+// ownerOfLocked returns the Sandbox controlling p: same namespace, same UID.
+func (x *Index) ownerOfLocked(p *PodRecord) (SandboxKey, bool) {
+	if p.OwnerUID == "" {
+		return SandboxKey{}, false
+	}
+	k, ok := x.uidKey[podOwner(p)]
+	return k, ok
 }
 
 func (x *Index) recomputeAll(keys []SandboxKey) []SandboxKey {
@@ -326,6 +355,7 @@ func (x *Index) recompute(key SandboxKey) {
 		ResourceVersion: sb.ResourceVersion,
 		Deleting:        sb.Deleting,
 		Suspended:       sb.Suspended,
+		NoAutoResume:    sb.NoAutoResume,
 		WarmPool:        sb.WarmPool,
 		Ports:           sb.Ports,
 		LastActivity:    sb.LastActivity,
@@ -367,7 +397,7 @@ func (x *Index) routability(sb *SandboxRecord) (ok, terminal bool, reason string
 		return false, terminalReasons[sb.ReadyReason], r, nil
 	}
 	var live []*PodRecord
-	for _, p := range x.podsByOwner[sb.UID] {
+	for _, p := range x.podsByOwner[ownerKey{sb.Key.Namespace, sb.UID}] {
 		if !p.Deleting {
 			live = append(live, p)
 		}

@@ -196,14 +196,23 @@ func TestPodRecordOwner(t *testing.T) {
 		want string
 	}{
 		{mk("agents.x-k8s.io/v1beta1", "Sandbox", true), "owner"},
-		{mk("agents.x-k8s.io/v1alpha1", "Sandbox", true), "owner"},
+		// Only versions the CRD serves name a Sandbox: by default that is
+		// v1beta1; v1alpha1 counts once discovery reports it served.
+		{mk("agents.x-k8s.io/v1alpha1", "Sandbox", true), ""},
+		{mk("agents.x-k8s.io/v9", "Sandbox", true), ""},
+		{mk("agents.x-k8s.io", "Sandbox", true), ""},
 		{mk("apps/v1", "Deployment", true), ""},
 		{mk("other.example.com/v1", "Sandbox", true), ""},
+		{mk("agents.x-k8s.io/v1beta1", "SandboxClaim", true), ""},
 		{mk("agents.x-k8s.io/v1beta1", "Sandbox", false), ""},
 	} {
 		if got := PodRecordFrom(c.pod).OwnerUID; got != c.want {
 			t.Errorf("%v: owner %q, want %q", c.pod.OwnerReferences[0], got, c.want)
 		}
+	}
+	both := NewSandboxVersions("agents.x-k8s.io/v1beta1", "agents.x-k8s.io/v1alpha1")
+	if got := podRecordFrom(mk("agents.x-k8s.io/v1alpha1", "Sandbox", true), both).OwnerUID; got != "owner" {
+		t.Errorf("served v1alpha1 owner: %q", got)
 	}
 	p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.1.1",
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
@@ -243,5 +252,50 @@ func TestSandboxRecordFrom(t *testing.T) {
 	}
 	if len(r.Ports) != 2 || r.Ports[0] != 8888 || r.Ports[1] != 7000 {
 		t.Fatalf("ports: %v (want TCP container ports and native sidecars only)", r.Ports)
+	}
+}
+
+// TestForeignPodCannotHijackRoute: a pod in namespace B whose controller
+// reference carries the UID of namespace A's Sandbox (the attack of issue
+// 16 finding 2) must not count as one of A's pods, neither as a second pod
+// ("controls more than one pod", 503) nor as A's address.
+func TestForeignPodCannotHijackRoute(t *testing.T) {
+	x := NewIndex()
+	a := SandboxKey{Namespace: "tenant-a", Name: "victim"}
+	x.UpsertSandbox(&SandboxRecord{Key: a, UID: "ua", Ready: true, PodIPs: []string{"10.0.0.1"}, Ports: []uint16{8888}})
+	x.UpsertPod(&PodRecord{Namespace: "tenant-a", Name: "victim", UID: "pa", OwnerUID: "ua", Ready: true, PodIPs: []string{"10.0.0.1"}})
+	if s := x.Lookup(a); !s.Routable {
+		t.Fatalf("victim should be routable: %+v", s)
+	}
+	ch, release := x.Subscribe(a)
+	defer release()
+	// Pending pod of namespace B, no IP yet, owner UID copied from A.
+	x.UpsertPod(&PodRecord{Namespace: "tenant-b", Name: "evil", UID: "pb", OwnerUID: "ua"})
+	if s := x.Lookup(a); !s.Routable || s.Addrs[0] != netip.MustParseAddr("10.0.0.1") {
+		t.Fatalf("foreign pending pod disturbed routing: %+v", s)
+	}
+	// Running and ready, with an address: still not A's pod.
+	x.UpsertPod(&PodRecord{Namespace: "tenant-b", Name: "evil", UID: "pb", OwnerUID: "ua", Ready: true, PodIPs: []string{"10.9.9.9"}})
+	s := x.Lookup(a)
+	if !s.Routable || len(s.Addrs) != 1 || s.Addrs[0] != netip.MustParseAddr("10.0.0.1") {
+		t.Fatalf("foreign ready pod disturbed routing: %+v", s)
+	}
+	if owners := x.AddrOwners(netip.MustParseAddr("10.9.9.9")); len(owners) != 0 {
+		t.Fatalf("foreign pod's address attributed to %v", owners)
+	}
+	select {
+	case <-ch:
+		t.Fatal("foreign pod events must not even wake A's waiters")
+	default:
+	}
+	// The same pod in A's namespace is what the controller would count.
+	x.UpsertPod(&PodRecord{Namespace: "tenant-a", Name: "second", UID: "pa2", OwnerUID: "ua", Ready: true, PodIPs: []string{"10.0.0.2"}})
+	if s := x.Lookup(a); s.Routable || s.Reason != "Sandbox controls more than one pod" {
+		t.Fatalf("two pods of A's own namespace: %+v", s)
+	}
+	x.DeletePod("pa2")
+	x.DeletePod("pb")
+	if s := x.Lookup(a); !s.Routable {
+		t.Fatalf("after cleanup: %+v", s)
 	}
 }

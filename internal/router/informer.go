@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -27,6 +27,12 @@ import (
 // served by the others.
 const LastActivityAnnotation = "agents.x-k8s.io/last-activity"
 
+// AutoResumeAnnotation set to "false" on a Sandbox stops the router from
+// resuming it when traffic arrives: an operator who suspended a sandbox for
+// cost or quarantine must not have any caller undo that. Any other value,
+// or none, leaves auto-resume (--auto-resume) in charge.
+const AutoResumeAnnotation = "agents.x-k8s.io/auto-resume"
+
 // cacheSyncTimeout bounds the initial LIST; failing it aborts startup so
 // /readyz never reports a router that cannot resolve anything.
 const cacheSyncTimeout = 60 * time.Second
@@ -37,6 +43,9 @@ type InformerOptions struct {
 	Namespace string
 	// ResyncPeriod of the informers (0 = controller-runtime default).
 	ResyncPeriod time.Duration
+	// SandboxAPIVersions are the ownerReference apiVersions that name a
+	// Sandbox (what the CRD serves); empty = DefaultSandboxAPIVersions.
+	SandboxAPIVersions []string
 }
 
 // StartInformers watches Sandboxes and the Pods they control and keeps idx
@@ -88,13 +97,17 @@ func StartInformers(ctx context.Context, cfg *rest.Config, idx *Index, opts Info
 	}); err != nil {
 		return fmt.Errorf("sandbox event handler: %w", err)
 	}
+	versions := NewSandboxVersions(DefaultSandboxAPIVersions...)
+	if len(opts.SandboxAPIVersions) > 0 {
+		versions = NewSandboxVersions(opts.SandboxAPIVersions...)
+	}
 	podInf, err := c.GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
 	if _, err := podInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { upsertPodObj(idx, o) },
-		UpdateFunc: func(_, o any) { upsertPodObj(idx, o) },
+		AddFunc:    func(o any) { upsertPodObj(idx, o, versions) },
+		UpdateFunc: func(_, o any) { upsertPodObj(idx, o, versions) },
 		DeleteFunc: func(o any) {
 			if p, ok := unwrapTombstone(o).(*corev1.Pod); ok {
 				idx.DeletePod(string(p.UID))
@@ -131,9 +144,9 @@ func upsertSandboxObj(idx *Index, o any) {
 	}
 }
 
-func upsertPodObj(idx *Index, o any) {
+func upsertPodObj(idx *Index, o any, versions SandboxVersions) {
 	if p, ok := o.(*corev1.Pod); ok {
-		idx.UpsertPod(PodRecordFrom(p))
+		idx.UpsertPod(podRecordFrom(p, versions))
 	}
 }
 
@@ -146,6 +159,7 @@ func SandboxRecordFrom(sb *sandboxv1beta1.Sandbox) *SandboxRecord {
 		Deleting:        sb.DeletionTimestamp != nil,
 		Suspended:       sb.Spec.OperatingMode == sandboxv1beta1.OperatingModeSuspended,
 		PodIPs:          sb.Status.PodIPs,
+		NoAutoResume:    sb.Annotations[AutoResumeAnnotation] == "false",
 	}
 	_, r.WarmPool = sb.Labels[sblabels.WarmPoolSandbox]
 	if c := meta.FindStatusCondition(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady); c != nil {
@@ -187,13 +201,18 @@ func SandboxRecordFrom(sb *sandboxv1beta1.Sandbox) *SandboxRecord {
 	return r
 }
 
-// PodRecordFrom extracts the routing facts from a Pod.
+// PodRecordFrom extracts the routing facts from a Pod, accepting owner
+// references in DefaultSandboxAPIVersions.
 func PodRecordFrom(p *corev1.Pod) *PodRecord {
+	return podRecordFrom(p, NewSandboxVersions(DefaultSandboxAPIVersions...))
+}
+
+func podRecordFrom(p *corev1.Pod, versions SandboxVersions) *PodRecord {
 	r := &PodRecord{
 		Namespace: p.Namespace,
 		Name:      p.Name,
 		UID:       string(p.UID),
-		OwnerUID:  sandboxOwnerUID(p),
+		OwnerUID:  sandboxOwnerUID(p, versions),
 		Deleting:  p.DeletionTimestamp != nil,
 	}
 	if p.Status.Phase == corev1.PodRunning {
@@ -212,18 +231,73 @@ func PodRecordFrom(p *corev1.Pod) *PodRecord {
 	return r
 }
 
-// sandboxOwnerUID returns the UID of the pod's controlling Sandbox (any
-// version of agents.x-k8s.io), or "" when a Sandbox does not control it.
-func sandboxOwnerUID(p *corev1.Pod) string {
-	ref := metav1.GetControllerOfNoCopy(p)
-	if ref == nil || ref.Kind != "Sandbox" {
-		return ""
+// DefaultSandboxAPIVersions are the versions of agents.x-k8s.io/Sandbox this
+// router is built for; StartInformers replaces them with what the cluster's
+// CRD serves when discovery answers.
+var DefaultSandboxAPIVersions = []string{sandboxv1beta1.GroupVersion.String()}
+
+// SandboxVersions is the set of "group/version" strings an ownerReference
+// may carry to name a Sandbox.
+type SandboxVersions map[string]bool
+
+// NewSandboxVersions builds the set from "group/version" strings.
+func NewSandboxVersions(apiVersions ...string) SandboxVersions {
+	v := SandboxVersions{}
+	for _, s := range apiVersions {
+		v[s] = true
 	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != sandboxv1beta1.GroupVersion.Group {
+	return v
+}
+
+// sandboxOwnerUID returns the UID of the pod's controlling Sandbox, or ""
+// when no Sandbox controls it. The rule is the Sandbox controller's
+// (internal/controller/sandbox ownedBy: the controller reference's UID is
+// authoritative, labels never are) narrowed to references that really name
+// a Sandbox: Kind Sandbox in one of the served versions. An ownerReference
+// is tenant-written data, so a made-up version string must not count. The
+// namespace half of the rule is the index's (ownerKey).
+func sandboxOwnerUID(p *corev1.Pod, versions SandboxVersions) string {
+	ref := metav1.GetControllerOfNoCopy(p)
+	if ref == nil || ref.Kind != "Sandbox" || !versions[ref.APIVersion] {
 		return ""
 	}
 	return string(ref.UID)
+}
+
+// DiscoverSandboxVersions asks the apiserver which versions of
+// agents.x-k8s.io serve the sandboxes resource. Discovery is readable by
+// every authenticated identity, so this works in reduced mode too.
+func DiscoverSandboxVersions(cfg *rest.Config) ([]string, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating discovery client: %w", err)
+	}
+	groups, err := dc.ServerGroups()
+	if err != nil {
+		return nil, fmt.Errorf("discovering API groups: %w", err)
+	}
+	var out []string
+	for _, g := range groups.Groups {
+		if g.Name != sandboxv1beta1.GroupVersion.Group {
+			continue
+		}
+		for _, v := range g.Versions {
+			rl, err := dc.ServerResourcesForGroupVersion(v.GroupVersion)
+			if err != nil {
+				return nil, fmt.Errorf("discovering %s: %w", v.GroupVersion, err)
+			}
+			for _, r := range rl.APIResources {
+				if r.Name == "sandboxes" && r.Kind == "Sandbox" {
+					out = append(out, v.GroupVersion)
+					break
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the apiserver serves no version of %s/sandboxes", sandboxv1beta1.GroupVersion.Group)
+	}
+	return out, nil
 }
 
 // slimPod keeps only what PodRecordFrom reads.

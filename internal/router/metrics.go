@@ -40,6 +40,9 @@ type Metrics struct {
 	resumes         *prometheus.CounterVec
 	holdDuration    *prometheus.HistogramVec
 	idleSuspends    *prometheus.CounterVec
+	// CacheVerification is 1 while targets are verified against the
+	// Sandbox/Pod cache and 0 in the reduced mode (alert on 0).
+	CacheVerification prometheus.Gauge
 }
 
 // NewMetrics creates and registers all collectors.
@@ -90,7 +93,12 @@ func NewMetrics(bi BuildInfo) *Metrics {
 			Name: "sandbox_router_idle_suspensions_total",
 			Help: "Sandboxes suspended after being idle.",
 		}, []string{"sandbox_namespace", "outcome"}),
+		CacheVerification: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sandbox_router_cache_verification",
+			Help: "1 when every target is verified against the Sandbox/Pod cache; 0 in the reduced mode (header and DNS routing, address-class checks only).",
+		}),
 	}
+	m.CacheVerification.Set(1)
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sandbox_router_build_info",
 		Help: "Build information; always 1.",
@@ -105,7 +113,7 @@ func NewMetrics(bi BuildInfo) *Metrics {
 	})
 	build.Set(1)
 	reg.MustRegister(m.requests, m.duration, m.inflight, m.upstreamErrors, m.upstreamRetries,
-		m.authzDecisions, m.certReloads, m.resumes, m.holdDuration, m.idleSuspends, build,
+		m.authzDecisions, m.certReloads, m.resumes, m.holdDuration, m.idleSuspends, m.CacheVerification, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

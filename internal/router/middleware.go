@@ -76,6 +76,18 @@ func Instrument(next http.Handler, o InstrumentOptions) http.Handler {
 				panic(rec)
 			}
 		}()
+		if framedByTransferEncoding(r) {
+			// RFC 9112 §6.1: a request with both Content-Length and
+			// Transfer-Encoding may be processed by the Transfer-Encoding
+			// alone, but the connection must be closed after the response:
+			// a front proxy that framed it by Content-Length disagrees with
+			// us about where the next request starts (request smuggling).
+			// net/http deletes Content-Length before a handler runs, so the
+			// combination cannot be told apart from plain chunked; every
+			// HTTP/1.1 request framed by Transfer-Encoding closes its
+			// connection (a streaming client pays one reconnect).
+			sw.Header().Set("Connection", "close")
+		}
 		if !originForm(r) {
 			writeDetail(sw, http.StatusBadRequest, "Request target must be an origin-form path.")
 			return
@@ -90,6 +102,12 @@ func Instrument(next http.Handler, o InstrumentOptions) http.Handler {
 // request is for.
 func originForm(r *http.Request) bool {
 	return len(r.RequestURI) > 0 && r.RequestURI[0] == '/' && r.Method != http.MethodConnect
+}
+
+// framedByTransferEncoding reports an HTTP/1.x request whose body length
+// came from Transfer-Encoding (HTTP/2 has no such framing).
+func framedByTransferEncoding(r *http.Request) bool {
+	return r.ProtoMajor == 1 && len(r.TransferEncoding) > 0
 }
 
 func probePath(p string) bool {

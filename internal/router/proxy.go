@@ -3,8 +3,11 @@ package router
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +49,13 @@ type ProxyHandler struct {
 	propagator    propagation.TextMapPropagator // nil when tracing is off
 	log           logr.Logger
 
+	// reduced: no cache (no list/watch rights or --cache-enabled=false).
+	// Targets come from the headers as in the reference without its cache:
+	// X-Sandbox-Pod-IP after the address-class checks, else the DNS name
+	// <id>.<namespace>.svc.<clusterDomain>.
+	reduced       bool
+	clusterDomain string
+
 	rp     *httputil.ReverseProxy
 	active sync.WaitGroup
 	// synced is false until the cache holds the initial LIST: before that a
@@ -74,10 +84,14 @@ type ProxyOptions struct {
 	ReadyTimeout time.Duration
 	// Unsynced makes the handler answer 503 until MarkSynced is called
 	// (informer-backed resolvers); otherwise the resolver is trusted as is.
-	Unsynced   bool
-	Transport  TransportOptions
-	Propagator propagation.TextMapPropagator
-	Log        logr.Logger
+	Unsynced bool
+	// Reduced selects the reduced mode (see ProxyHandler.reduced);
+	// ClusterDomain names the DNS form of its targets.
+	Reduced       bool
+	ClusterDomain string
+	Transport     TransportOptions
+	Propagator    propagation.TextMapPropagator
+	Log           logr.Logger
 }
 
 // NewProxyHandler builds the proxy handler and its upstream transports.
@@ -93,11 +107,13 @@ func NewProxyHandler(o ProxyOptions) *ProxyHandler {
 			waitTimeout:   o.ReadyTimeout,
 			notFoundGrace: min(cacheLagGrace, o.ReadyTimeout),
 		},
-		idle:         o.Idle,
-		metrics:      o.Metrics,
-		proxyTimeout: o.ProxyTimeout,
-		propagator:   o.Propagator,
-		log:          o.Log,
+		idle:          o.Idle,
+		metrics:       o.Metrics,
+		proxyTimeout:  o.ProxyTimeout,
+		propagator:    o.Propagator,
+		log:           o.Log,
+		reduced:       o.Reduced,
+		clusterDomain: o.ClusterDomain,
 	}
 	if h.authz == nil {
 		h.authz = AllowAll{}
@@ -150,10 +166,16 @@ func (h *ProxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.authz(st.nsLabel, true)
 
-	start := time.Now()
-	target, held, herr := h.res.resolve(ctx, route)
-	if held {
-		h.metrics.hold(st.nsLabel, herr == nil, time.Since(start).Seconds())
+	var target Target
+	if h.reduced {
+		target, herr = h.reducedTarget(route)
+	} else {
+		start := time.Now()
+		var held bool
+		target, held, herr = h.res.resolve(ctx, route)
+		if held {
+			h.metrics.hold(st.nsLabel, herr == nil, time.Since(start).Seconds())
+		}
 	}
 	if herr != nil {
 		writeDetail(w, herr.Code, herr.Detail)
@@ -164,7 +186,7 @@ func (h *ProxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.active.Add(1)
 	defer h.active.Done()
 
-	if h.idle != nil {
+	if h.idle != nil && !h.reduced {
 		done := h.idle.Begin(route.Key())
 		defer done()
 	}
@@ -181,6 +203,24 @@ func (h *ProxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(ctx)
 	}
 	h.rp.ServeHTTP(w, r)
+}
+
+// reducedTarget is the reduced mode's resolution: nothing is verified
+// against the cluster, so the address-class policy (link-local, metadata,
+// multicast, loopback, the router's own ports, ...) is the only guard, and
+// the dialer applies it again to whatever the DNS name resolves to.
+func (h *ProxyHandler) reducedTarget(r Route) (Target, *httpError) {
+	if r.PodIP.IsValid() {
+		ap := netip.AddrPortFrom(r.PodIP, r.Port)
+		if !h.res.policy.Permit(ap) {
+			return Target{}, errorf(http.StatusForbidden,
+				fmt.Sprintf("Target address of sandbox %s is not allowed.", r.Key()))
+		}
+		return Target{Route: r, Addr: ap}, nil
+	}
+	// ID and namespace are DNS labels (ParseRoute), so no extra labels or
+	// separators can be injected into the name.
+	return Target{Route: r, Host: r.ID + "." + r.Namespace + ".svc." + h.clusterDomain}, nil
 }
 
 // Drain waits until every forwarded request has finished or ctx ends.
@@ -204,7 +244,11 @@ func (h *ProxyHandler) Drain(ctx context.Context) error {
 func (h *ProxyHandler) rewrite(pr *httputil.ProxyRequest) {
 	st := stateFrom(pr.In.Context())
 	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = st.target.Addr.String()
+	if st.target.Host != "" {
+		pr.Out.URL.Host = net.JoinHostPort(st.target.Host, strconv.Itoa(int(st.target.Route.Port)))
+	} else {
+		pr.Out.URL.Host = st.target.Addr.String()
+	}
 	pr.Out.Host = ""
 	pr.Out.Header.Del("Authorization")
 	pr.SetXForwarded()

@@ -34,6 +34,9 @@ const cacheLagGrace = time.Second
 type Target struct {
 	Route Route
 	Addr  netip.AddrPort
+	// Host, in the reduced mode only, is a DNS name to dial instead of
+	// Addr (port Route.Port); the dialer checks what it resolves to.
+	Host string
 }
 
 // resolution turns a validated Route into a Target: it finds the sandbox in
@@ -134,6 +137,10 @@ func (rs *resolution) awaitRoutable(ctx context.Context, r Route, s *Snapshot) (
 	}
 	if s.Suspended && rs.resumer == nil {
 		return nil, errorf(http.StatusServiceUnavailable, fmt.Sprintf("Sandbox %s is suspended.", key))
+	}
+	if s.Suspended && s.NoAutoResume {
+		return nil, errorf(http.StatusServiceUnavailable,
+			fmt.Sprintf("Sandbox %s is suspended and opts out of auto-resume (%s: \"false\").", key, AutoResumeAnnotation))
 	}
 	ctx, cancel := context.WithTimeout(ctx, rs.waitTimeout)
 	defer cancel()

@@ -1,10 +1,12 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,4 +139,57 @@ func TestAutoResumeTimeoutAndFailures(t *testing.T) {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 	})
+}
+
+// TestAutoResumeOnlyAfterAuthorization: a caller the authorizer refuses
+// (401 or 403) never wakes a suspended sandbox, and a sandbox annotated
+// agents.x-k8s.io/auto-resume: "false" stays suspended for everybody.
+func TestAutoResumeOnlyAfterAuthorization(t *testing.T) {
+	be := backend(t, "127.0.0.25", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "awake") }))
+	deny := AuthorizerFunc(func(_ context.Context, r *http.Request, _, _ string) error {
+		switch r.Header.Get("Authorization") {
+		case "Bearer ok":
+			return nil
+		case "":
+			return ErrUnauthenticated
+		}
+		return ErrForbidden
+	})
+	h := newHarness(t, harnessOpts{autoResume: true, readyTimeout: failAfter, authz: deny})
+	h.addSandbox(sandboxSpec{name: "sleepy", addr: be, suspended: true})
+	h.addSandbox(sandboxSpec{name: "quarantined", addr: be, suspended: true, noResume: true})
+	h.control.autoReady = map[SandboxKey]netip.AddrPort{key("sleepy"): be}
+
+	for auth, want := range map[string]int{"": 401, "Bearer intruder": 403} {
+		req := h.request("GET", "/", "sleepy", be, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp := mustDo(t, req)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("%q: status %d, want %d", auth, resp.StatusCode, want)
+		}
+	}
+	if n := h.control.patchCount(); n != 0 {
+		t.Fatalf("refused requests made %d resume patches", n)
+	}
+	req := h.request("GET", "/", "quarantined", be, nil)
+	req.Header.Set("Authorization", "Bearer ok")
+	resp := mustDo(t, req)
+	if d := detailOf(t, resp); resp.StatusCode != 503 || !strings.Contains(d, "opts out of auto-resume") {
+		t.Fatalf("opted-out sandbox: %d %q", resp.StatusCode, d)
+	}
+	resp.Body.Close()
+	if n := h.control.patchCount(); n != 0 {
+		t.Fatalf("opted-out sandbox was resumed (%d patches)", n)
+	}
+	// The authorized caller does wake the ordinary one.
+	req = h.request("GET", "/", "sleepy", be, nil)
+	req.Header.Set("Authorization", "Bearer ok")
+	resp = mustDo(t, req)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || readAll(t, resp.Body) != "awake" || h.control.patchCount() != 1 {
+		t.Fatalf("authorized request: %d, %d patches", resp.StatusCode, h.control.patchCount())
+	}
 }

@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 )
 
 // resumePatchTimeout bounds one resume patch call.
@@ -43,10 +48,15 @@ func Run(ctx context.Context, cfg *Config, log logr.Logger, bi BuildInfo) error 
 	if err != nil {
 		return err
 	}
+	reducedWhy, err := reducedModeReason(ctx, cfg, restCfg, log)
+	if err != nil {
+		return err
+	}
+	reduced := reducedWhy != ""
 	policy := NewAddrPolicy(cfg.AllowLoopbackPodIP)
 	tracker := NewIdleTracker()
 	var resumer *Resumer
-	if cfg.AutoResume {
+	if cfg.AutoResume && !reduced {
 		resumer = NewResumer(bgCtx, control, metrics, resumePatchTimeout, cfg.IdleSuspendAfter > 0)
 	}
 	var tr *tracing
@@ -75,7 +85,9 @@ func Run(ctx context.Context, cfg *Config, log logr.Logger, bi BuildInfo) error 
 		Metrics:            metrics,
 		ProxyTimeout:       cfg.ProxyTimeout,
 		ReadyTimeout:       cfg.ReadyTimeout,
-		Unsynced:           true,
+		Unsynced:           !reduced,
+		Reduced:            reduced,
+		ClusterDomain:      cfg.ClusterDomain,
 		Transport: TransportOptions{
 			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
 			MaxRetries:            cfg.UpstreamMaxRetries,
@@ -132,7 +144,24 @@ func Run(ctx context.Context, cfg *Config, log logr.Logger, bi BuildInfo) error 
 	defer stopServe()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(serveCtx) }()
-	if err := StartInformers(bgCtx, restCfg, idx, InformerOptions{Namespace: cfg.CacheNamespace}); err != nil {
+	if reduced {
+		// Loud on purpose: every address now comes from the client or DNS,
+		// checked only by address class.
+		metrics.CacheVerification.Set(0)
+		srv.SetDegraded(reducedWhy)
+		srv.SetReady(true)
+		log.Error(errors.New(reducedWhy), "sandbox-router serving in REDUCED MODE: cache verification is OFF; "+
+			"targets come from X-Sandbox-Pod-IP (address-class checks only) or <id>.<namespace>.svc DNS; "+
+			"no port, UID or ownership checks, no auto-resume, no idle suspension. "+
+			"Grant get/list/watch on agents.x-k8s.io sandboxes and pods (k8s/router/rbac.yaml) for the full mode",
+			"http", cfg.HTTPAddr, "authz", cfg.AuthzMode)
+		return <-served
+	}
+	versions, err := DiscoverSandboxVersions(restCfg)
+	if err != nil {
+		log.Error(err, "discovering served Sandbox versions; accepting the built-in ones", "versions", DefaultSandboxAPIVersions)
+	}
+	if err := StartInformers(bgCtx, restCfg, idx, InformerOptions{Namespace: cfg.CacheNamespace, SandboxAPIVersions: versions}); err != nil {
 		stopServe()
 		return errors.Join(err, <-served)
 	}
@@ -147,6 +176,71 @@ func Run(ctx context.Context, cfg *Config, log logr.Logger, bi BuildInfo) error 
 		"metrics", cfg.MetricsAddr, "probes", cfg.ProbeAddr, "authz", cfg.AuthzMode,
 		"auto_resume", cfg.AutoResume, "idle_suspend_after", cfg.IdleSuspendAfter.String())
 	return <-served
+}
+
+// reducedModeReason says why the router must run without its cache, or ""
+// for the full mode. Missing rights are detected with
+// SelfSubjectAccessReviews (which every authenticated identity may create)
+// rather than by waiting for a LIST to fail: the reference's own manifest
+// grants no rights on sandboxes, and a router dropped into it must serve.
+func reducedModeReason(ctx context.Context, cfg *Config, restCfg *rest.Config, log logr.Logger) (string, error) {
+	if !cfg.CacheEnabled {
+		return "--cache-enabled=false", nil
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return "", fmt.Errorf("creating clientset: %w", err)
+	}
+	missing, err := missingCacheRights(ctx, cs.AuthorizationV1().SelfSubjectAccessReviews(), cfg.CacheNamespace)
+	if err != nil {
+		// Unknown is not "missing": go on, and let the initial LIST decide
+		// (it fails startup after cacheSyncTimeout if the rights are absent).
+		log.Error(err, "could not check list/watch rights; assuming the full mode")
+		return "", nil
+	}
+	if len(missing) == 0 {
+		return "", nil
+	}
+	why := "missing RBAC rights: " + strings.Join(missing, ", ")
+	if cfg.RequireCache {
+		return "", fmt.Errorf("%s (and --require-cache is set)", why)
+	}
+	return why, nil
+}
+
+// SelfAccessReviewer is the slice of client-go's
+// SelfSubjectAccessReviewInterface used here.
+type SelfAccessReviewer interface {
+	Create(ctx context.Context, r *authzv1.SelfSubjectAccessReview, opts metav1.CreateOptions) (*authzv1.SelfSubjectAccessReview, error)
+}
+
+// missingCacheRights lists the list/watch rights the informers need that
+// the router's identity lacks, as "verb group/resource" strings.
+func missingCacheRights(ctx context.Context, rev SelfAccessReviewer, namespace string) ([]string, error) {
+	var missing []string
+	for _, res := range []struct{ group, resource string }{
+		{sandboxv1beta1.GroupVersion.Group, "sandboxes"}, {"", "pods"},
+	} {
+		for _, verb := range []string{"list", "watch"} {
+			ctx, cancel := context.WithTimeout(ctx, accessReviewCallTimeout)
+			out, err := rev.Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authzv1.ResourceAttributes{Namespace: namespace, Verb: verb,
+					Group: res.group, Resource: res.resource},
+			}}, metav1.CreateOptions{})
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("selfsubjectaccessreview %s %s: %w", verb, res.resource, err)
+			}
+			if !out.Status.Allowed {
+				name := res.resource
+				if res.group != "" {
+					name = res.group + "/" + name
+				}
+				missing = append(missing, verb+" "+name)
+			}
+		}
+	}
+	return missing, nil
 }
 
 // loadRESTConfig: an explicit kubeconfig wins; otherwise in-cluster; only
@@ -182,10 +276,19 @@ func buildAuthorizer(cfg *Config, restCfg *rest.Config) (Authorizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating clientset: %w", err)
 		}
-		return NewTokenReviewAuthorizer(cs.AuthenticationV1().TokenReviews(), TokenReviewOptions{
+		opts := TokenReviewOptions{
 			TTL: cfg.AuthzTokenReviewTTL, CacheSize: cfg.AuthzTokenReviewCacheSize,
 			RequireToken: cfg.AuthzTokenReviewRequireToken, Audiences: cfg.AuthzTokenReviewAudiences,
-		})
+		}
+		if cfg.AuthzAccessReview {
+			opts.Access = &AccessReviewOptions{
+				Reviewer: cs.AuthorizationV1().SubjectAccessReviews(),
+				Verb:     cfg.AuthzAccessReviewVerb,
+				TTL:      cfg.AuthzAccessReviewTTL, NegativeTTL: cfg.AuthzAccessReviewNegativeTTL,
+				CacheSize: cfg.AuthzAccessReviewCacheSize,
+			}
+		}
+		return NewTokenReviewAuthorizer(cs.AuthenticationV1().TokenReviews(), opts)
 	case AuthzScopedToken:
 		secret, err := LoadScopedTokenSecret(cfg.AuthzScopedTokenSecretFile)
 		if err != nil {

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -53,10 +54,13 @@ type ServerOptions struct {
 
 // Server runs the router's listeners.
 type Server struct {
-	opts    ServerOptions
-	ready   atomic.Bool
-	servers map[string]*http.Server
-	lns     map[string]net.Listener
+	opts  ServerOptions
+	ready atomic.Bool
+	// degraded, when set, says why the router serves in the reduced mode;
+	// the probes report it rather than claim full health.
+	degraded atomic.Pointer[string]
+	servers  map[string]*http.Server
+	lns      map[string]net.Listener
 	// base is the parent of every request context; cancelling it after the
 	// shutdown budget aborts what is still streaming, including upgraded
 	// connections that http.Server.Shutdown does not track.
@@ -74,7 +78,7 @@ func NewServer(o ServerOptions) *Server {
 		proxyMux := http.NewServeMux()
 		// Answered by the router itself: a sandbox's own /healthz is not
 		// reachable through it (same as upstream).
-		proxyMux.HandleFunc("/healthz", healthz)
+		proxyMux.HandleFunc("/healthz", s.healthz)
 		proxyMux.Handle("/", o.Proxy)
 		var proxyHandler http.Handler = proxyMux
 		if o.Wrap != nil {
@@ -109,21 +113,38 @@ func NewServer(o ServerOptions) *Server {
 	}
 	if o.ProbeAddr != "" {
 		pm := http.NewServeMux()
-		pm.HandleFunc("/healthz", healthz)
+		pm.HandleFunc("/healthz", s.healthz)
 		pm.HandleFunc("/readyz", s.readyz)
 		s.servers[ListenerProbes] = &http.Server{Handler: pm, ReadHeaderTimeout: proxyReadHeaderTimeout}
 	}
 	return s
 }
 
-func healthz(w http.ResponseWriter, _ *http.Request) {
+// healthz answers 200 while the process serves (liveness: restarting would
+// not help). The body is the reference's {"status":"ok"} in the full mode;
+// in the reduced mode it says so: {"status":"degraded","mode":"reduced",
+// "detail":...}.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	if why := s.degraded.Load(); why != nil {
+		b, _ := json.Marshal(map[string]string{"status": "degraded", "mode": "reduced", "detail": *why})
+		_, _ = w.Write(append(b, '\n'))
+		return
+	}
 	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
+
+// SetDegraded records that the router runs in the reduced mode and why.
+func (s *Server) SetDegraded(reason string) { s.degraded.Store(&reason) }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if s.ready.Load() {
+		if why := s.degraded.Load(); why != nil {
+			// Ready (it serves), but not claiming what it lacks.
+			_, _ = w.Write([]byte("ok (degraded: reduced mode, " + *why + ")"))
+			return
+		}
 		_, _ = w.Write([]byte("ok"))
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -71,9 +72,49 @@ func (d *retryDialer) backoff(n int) time.Duration {
 
 func (d *retryDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(addr)
-	if err != nil || !d.policy.Permit(ap) {
+	if err != nil {
+		// Only the reduced mode dials names; each attempt resolves anew
+		// (DNS errors are dial-class and retried, as upstream does).
+		return d.dialName(ctx, network, addr)
+	}
+	if !d.policy.Permit(ap) {
 		return nil, fmt.Errorf("dial %s: %w", addr, errDialForbidden)
 	}
+	return d.dialRetrying(ctx, network, func() ([]string, error) { return []string{addr}, nil })
+}
+
+// dialName resolves host:port and dials the addresses the policy permits,
+// in the resolver's order: a name is no way around the address-class rules.
+func (d *retryDialer) dialName(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, errDialForbidden)
+	}
+	pn, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, errDialForbidden)
+	}
+	return d.dialRetrying(ctx, network, func() ([]string, error) {
+		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, ip := range ips {
+			if ap := netip.AddrPortFrom(ip.Unmap(), uint16(pn)); d.policy.Permit(ap) {
+				out = append(out, ap.String())
+			}
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("dial %s: %w", addr, errDialForbidden)
+		}
+		return out, nil
+	})
+}
+
+// dialRetrying dials the addresses from targets() up to d.attempts times
+// with backoff; within one attempt the addresses are tried in order.
+func (d *retryDialer) dialRetrying(ctx context.Context, network string, targets func() ([]string, error)) (net.Conn, error) {
 	var lastErr error
 	for n := 0; n < d.attempts; n++ {
 		if n > 0 {
@@ -88,11 +129,20 @@ func (d *retryDialer) DialContext(ctx context.Context, network, addr string) (ne
 				return nil, lastErr
 			}
 		}
-		c, err := d.dialer.DialContext(ctx, network, addr)
-		if err == nil {
-			return c, nil
+		addrs, err := targets()
+		if errors.Is(err, errDialForbidden) {
+			return nil, err
 		}
-		lastErr = err
+		if err != nil {
+			lastErr = err
+		}
+		for _, addr := range addrs {
+			c, err := d.dialer.DialContext(ctx, network, addr)
+			if err == nil {
+				return c, nil
+			}
+			lastErr = err
+		}
 		if ctx.Err() != nil {
 			break
 		}

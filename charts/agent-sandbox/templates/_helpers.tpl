@@ -79,7 +79,14 @@ authzTokenreviewTTL: authz-tokenreview-ttl
 authzTokenreviewCacheSize: authz-tokenreview-cache-size
 authzTokenreviewRequireToken: authz-tokenreview-require-token
 authzTokenreviewAudiences: authz-tokenreview-audiences
+authzAccessReview: authz-access-review
+authzAccessReviewVerb: authz-access-review-verb
+authzAccessReviewTTL: authz-access-review-ttl
+authzAccessReviewNegativeTTL: authz-access-review-negative-ttl
+authzAccessReviewCacheSize: authz-access-review-cache-size
 cacheNamespace: cache-namespace
+cacheEnabled: cache-enabled
+requireCache: require-cache
 proxyTimeout: proxy-timeout
 responseHeaderTimeout: response-header-timeout
 shutdownTimeout: shutdown-timeout
