@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -26,14 +27,18 @@ import (
 // sandboxView is one sandbox as ls (and create -o json|yaml) reports it:
 // a claim with the Sandbox bound to it, or a Sandbox without a claim.
 type sandboxView struct {
-	Name              string            `json:"name"`
-	Namespace         string            `json:"namespace"`
-	Claim             string            `json:"claim,omitempty"`
-	Sandbox           string            `json:"sandbox,omitempty"`
-	Pool              string            `json:"pool,omitempty"`
-	Template          string            `json:"template,omitempty"`
-	State             string            `json:"state"`
-	Reason            string            `json:"reason,omitempty"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Claim     string `json:"claim,omitempty"`
+	Sandbox   string `json:"sandbox,omitempty"`
+	Pool      string `json:"pool,omitempty"`
+	Template  string `json:"template,omitempty"`
+	State     string `json:"state"`
+	Reason    string `json:"reason,omitempty"`
+	// Message is the Ready condition's message while not Ready; Problem
+	// its part naming what keeps the Pod from starting, if any.
+	Message           string            `json:"message,omitempty"`
+	Problem           string            `json:"problem,omitempty"`
 	Node              string            `json:"node,omitempty"`
 	RuntimeClassName  string            `json:"runtimeClassName,omitempty"`
 	Pod               string            `json:"pod,omitempty"`
@@ -57,6 +62,9 @@ func newView(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) sandbox
 		v.Labels = claim.Labels
 		v.CreationTimestamp = claim.CreationTimestamp
 		v.Sandbox = claim.Status.SandboxStatus.Name
+		if c := meta.FindStatusCondition(claim.Status.Conditions, sandboxv1beta1.SandboxConditionReady); c != nil && c.Status != metav1.ConditionTrue {
+			v.Message = c.Message
+		}
 	}
 	if sb != nil {
 		if claim == nil {
@@ -68,6 +76,7 @@ func newView(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) sandbox
 			}
 		}
 		v.Sandbox = sb.Name
+		v.Message, v.Problem = remote.ReadyMessage(sb), remote.Problem(sb)
 		v.Template = sb.Annotations[labels.SandboxTemplateRef]
 		v.Node = sb.Status.NodeName
 		if rc := sb.Spec.PodTemplate.Spec.RuntimeClassName; rc != nil {
@@ -99,7 +108,8 @@ func newLsCommand(prog string, flags *clusterFlags) *cobra.Command {
 		Long: "List the sandboxes of a namespace: every SandboxClaim with the Sandbox bound to it,\n" +
 			"and Sandboxes that no claim owns. Idle warm-pool members are left out unless --warm.\n\n" +
 			"STATE is Running, Pending, Suspending, Suspended, Terminating, Expired, Finished or\n" +
-			"Failed; -o wide adds the Sandbox, its Pod IP, template and the Ready reason.",
+			"Failed; -o wide adds the Sandbox, its Pod IP, template, the Ready reason and\n" +
+			"what keeps a sandbox from starting (a missing image, a crash, no node fits).",
 		Example: "  " + prog + " ls\n  " + prog + " ls -A -o wide\n  " + prog + " ls -l team=research -o json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -218,7 +228,7 @@ func printViews(w io.Writer, views []sandboxView, output string, withNamespace b
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	header := []string{"NAME", "POOL", "STATE", "AGE", "NODE", "RUNTIME CLASS"}
 	if wide {
-		header = append(header, "SANDBOX", "IP", "TEMPLATE", "REASON")
+		header = append(header, "SANDBOX", "IP", "TEMPLATE", "REASON", "MESSAGE")
 	}
 	if withNamespace {
 		header = append([]string{"NAMESPACE"}, header...)
@@ -227,7 +237,7 @@ func printViews(w io.Writer, views []sandboxView, output string, withNamespace b
 	for _, v := range views {
 		row := []string{v.Name, none(v.Pool), v.State, age(v.CreationTimestamp, now), none(v.Node), none(v.RuntimeClassName)}
 		if wide {
-			row = append(row, none(v.Sandbox), none(v.PodIP), none(v.Template), none(v.Reason))
+			row = append(row, none(v.Sandbox), none(v.PodIP), none(v.Template), none(v.Reason), none(cmp.Or(v.Problem, v.Message)))
 		}
 		if withNamespace {
 			row = append([]string{v.Namespace}, row...)

@@ -42,14 +42,15 @@ func attachReady(ctx context.Context, s *session, rep *reporter, prog, name stri
 		defer cancel()
 		done := rep.wait("waiting for sandbox %s to become Ready", t.Name())
 		var sb *sandboxv1beta1.Sandbox
+		watch := newProblemWatch(rep, t.Name())
 		if t.Claim != nil {
-			sb, err = remote.WaitClaimReady(wctx, s.kube(), t.Namespace, t.Claim.Name, nil)
+			sb, err = remote.WaitClaimReadyProgress(wctx, s.kube(), t.Namespace, t.Claim.Name, nil, watch.observe)
 		} else {
-			sb, err = remote.WaitSandboxReady(wctx, s.kube(), t.Namespace, t.Sandbox.Name)
+			sb, err = remote.WaitSandboxReadyProgress(wctx, s.kube(), t.Namespace, t.Sandbox.Name, watch.observe)
 		}
 		done()
 		if err != nil {
-			return nil, nil, waitError(ctx, wctx, err, t, timeout, prog)
+			return nil, nil, watch.explain(waitError(ctx, wctx, err, t, timeout, prog))
 		}
 		t.Sandbox = sb
 	}

@@ -134,8 +134,12 @@ func joinMsg(head, msg string) string {
 	return head + ": " + msg
 }
 
-// problemSeparator starts the detail part of a Ready message.
-const problemSeparator = "; problem: "
+// ProblemSeparator starts the detail part of a Ready message, after the
+// spec's message; clients (the CLI) split on it to show the problem alone.
+const ProblemSeparator = "; problem: "
+
+// problemSeparator is the package's short name for ProblemSeparator.
+const problemSeparator = ProblemSeparator
 
 // withProblem appends the problem's summary to a Ready message. The
 // spec's message stays a prefix, so clients matching it keep working.
