@@ -198,7 +198,9 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 func TestDefaultLifetime(t *testing.T) {
 	st := devstackTarget(t)
 	stack := sharedStack(t)
-	t.Cleanup(func() { cli(t, st, "", "rm", "--ignore-not-found", "life-default", "life-never", "life-env", "life-tmpl") })
+	t.Cleanup(func() {
+		cli(t, st, "", "rm", "--ignore-not-found", "life-default", "life-never", "life-env", "life-tmpl")
+	})
 	shutdown := func(name string) time.Duration {
 		t.Helper()
 		var c extv1beta1.SandboxClaim
