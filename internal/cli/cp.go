@@ -62,6 +62,9 @@ func newCpCommand(prog string, flags *clusterFlags) *cobra.Command {
 				err = remote.Upload(ctx, sb, src, dPath)
 			}
 			done()
+			if rerr := reachError(err, flags, name, prog); rerr != nil {
+				return rerr
+			}
 			if err != nil {
 				return err
 			}

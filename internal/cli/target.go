@@ -60,6 +60,9 @@ func attachReady(ctx context.Context, s *session, rep *reporter, prog, name stri
 	}
 	sb, err := remote.Attach(ctx, cl, t)
 	if err != nil {
+		if rerr := reachError(err, s.flags, t.Name(), prog); rerr != nil {
+			return nil, nil, rerr
+		}
 		return nil, nil, err
 	}
 	return sb, t, nil
