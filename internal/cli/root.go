@@ -64,10 +64,11 @@ func newRootCommand(prog string) *cobra.Command {
 	}
 	flags.addFlags(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(flags), newBenchCommand())
 	root.AddCommand(
 		newCreateCommand(prog, flags),
 		newLsCommand(prog, flags),
+		newDescribeCommand(prog, flags),
 		newExecCommand(prog, flags),
 		newCpCommand(prog, flags),
 		newSuspendCommand(prog, flags),
@@ -75,7 +76,7 @@ func newRootCommand(prog string) *cobra.Command {
 		newRmCommand(prog, flags),
 		newLogsCommand(prog, flags),
 		newMCPCommand(prog, flags),
-		newVersionCommand(prog),
+		newVersionCommand(prog, flags),
 	)
 	return root
 }

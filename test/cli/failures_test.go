@@ -139,10 +139,18 @@ func TestMissingImageSurfaced(t *testing.T) {
 		return false
 	})
 
+	// describe shows the problem and the event while the sandbox exists.
+	r := ok(t, st, "describe", name)
+	for _, want := range []string{"Problem:", wantProblem, "Events:", "Warning", "ErrImagePull", "sandbox-controller", "not found"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("describe %s lacks %q:\n%s", name, want, r.stdout)
+		}
+	}
+
 	if err := <-exited; err == nil {
 		t.Fatalf("create --wait succeeded:\n%s", stderr.String())
 	}
-	r := result{stdout: stdout.String(), stderr: stderr.String(), code: create.ProcessState.ExitCode()}
+	r = result{stdout: stdout.String(), stderr: stderr.String(), code: create.ProcessState.ExitCode()}
 	line := oneLineError(t, r, "agent-sandbox")
 	t.Logf("create --wait ended with: %s", line)
 	for _, want := range []string{"is not Ready after 25s", wantProblem, "deleted Sandbox default/" + name, "fix: check the image name", "--keep-on-failure"} {

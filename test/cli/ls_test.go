@@ -19,10 +19,13 @@ func normalizeTable(t *testing.T, table string) string {
 	t.Helper()
 	lines := strings.Split(strings.TrimRight(table, "\n"), "\n")
 	header := strings.Fields(strings.ReplaceAll(lines[0], "RUNTIME CLASS", "RUNTIME_CLASS"))
-	ageCol := -1
+	ageCol, expCol := -1, -1
 	for i, h := range header {
-		if h == "AGE" {
+		switch h {
+		case "AGE":
 			ageCol = i
+		case "EXPIRES":
+			expCol = i
 		}
 	}
 	if ageCol < 0 {
@@ -43,6 +46,9 @@ func normalizeTable(t *testing.T, table string) string {
 				t.Fatalf("AGE %q of row %q is not an age", cols[ageCol], l)
 			}
 			cols[ageCol] = "<age>"
+			if expCol >= 0 && ageRE.MatchString(cols[expCol]) {
+				cols[expCol] = "<expires>"
+			}
 		}
 		tw.Write([]byte(strings.Join(cols, "\t") + "\n"))
 	}
