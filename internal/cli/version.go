@@ -52,7 +52,7 @@ func versionString() string { return buildVersion().Version }
 // cluster's side unless --client.
 type versionReport struct {
 	versionInfo
-	Server      *serverInfo `json:"server,omitempty"`
+	Server *serverInfo `json:"server,omitempty"`
 }
 
 func newVersionCommand(prog string, flags *clusterFlags) *cobra.Command {
