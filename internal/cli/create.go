@@ -45,10 +45,15 @@ func newCreateCommand(prog string, flags *clusterFlags) *cobra.Command {
 			"With --pool, a SandboxClaim takes a ready sandbox from that SandboxWarmPool (or\n" +
 			"starts one from the pool's template when the pool is empty); the claim's name is\n" +
 			"the sandbox's name for every other command. With --template, a Sandbox is created\n" +
-			"straight from that SandboxTemplate, with no claim (always a cold start; exec and cp\n" +
-			"need a claim, so prefer --pool). With neither, the namespace's only warm pool is used.\n\n" +
+			"straight from that SandboxTemplate, with no claim (always a cold start). With\n" +
+			"neither, the namespace's only warm pool is used. A warm pool that does not exist,\n" +
+			"or -e on a template that refuses variables, is refused before anything is created.\n\n" +
+			"Every sandbox gets a lifetime: --shutdown-after, by default 1h (or\n" +
+			"$" + shutdownAfterEnv + "); 0 keeps it until it is removed.\n\n" +
 			"Without --wait the name is printed as soon as the object exists; with --wait the\n" +
-			"command returns once the sandbox is Ready, showing progress on stderr.",
+			"command returns once the sandbox is Ready, showing progress (and what keeps the\n" +
+			"sandbox from starting: a missing image, a crash, no node fits) on stderr. A sandbox\n" +
+			"that fails or is not Ready within --timeout is deleted again (--keep-on-failure).",
 		Example: "  " + prog + " create --pool python-sandbox-pool --wait\n" +
 			"  NAME=$(" + prog + " create --wait) && " + prog + " exec $NAME -- python3 -c 'print(42)'\n" +
 			"  " + prog + " create --template python-runtime-template --name scratch -l team=research",
