@@ -71,6 +71,7 @@ func newRootCommand(prog string) *cobra.Command {
 		newDescribeCommand(prog, flags),
 		newExecCommand(prog, flags),
 		newCpCommand(prog, flags),
+		newPortForwardCommand(prog, flags),
 		newSuspendCommand(prog, flags),
 		newResumeCommand(prog, flags),
 		newRmCommand(prog, flags),

@@ -19,10 +19,10 @@ func TestKubectlPlugin(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), bin.prog+" [command]") {
 			t.Errorf("%s --help: %v\n%s", bin.path, err, out)
 		}
-		cmd := exec.Command(bin.path, "ls", "extra-arg")
+		cmd := exec.Command(bin.path, "create", "extra-arg")
 		stderr, _ := cmd.CombinedOutput()
-		if cmd.ProcessState.ExitCode() != 2 || !strings.HasPrefix(string(stderr), bin.prog+": ls takes no arguments") ||
-			!strings.Contains(string(stderr), "fix: see `"+bin.prog+" ls --help`") {
+		if cmd.ProcessState.ExitCode() != 2 || !strings.HasPrefix(string(stderr), bin.prog+": create takes no arguments") ||
+			!strings.Contains(string(stderr), "fix: see `"+bin.prog+" create --help`") {
 			t.Errorf("%s usage error (exit %d): %s", bin.path, cmd.ProcessState.ExitCode(), stderr)
 		}
 	}
