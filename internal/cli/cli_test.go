@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"sigs.k8s.io/agent-sandbox/internal/cli/remote"
 )
 
@@ -94,4 +97,22 @@ func TestReporterPlain(t *testing.T) {
 	if b.Len() != 0 {
 		t.Errorf("quiet reporter wrote %q", b.String())
 	}
+}
+
+// TestFlagUsagesRenderPlainly: pflag takes a `quoted` word of a flag's
+// usage as the name of its value, so `up --help` once showed
+// "--platform make images". No flag of any command may have one.
+func TestFlagUsagesRenderPlainly(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: usage %q has a backquote", c.CommandPath(), f.Name, f.Usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRootCommand())
 }

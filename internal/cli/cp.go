@@ -24,10 +24,13 @@ func newCpCommand(prog string, flags *clusterFlags) *cobra.Command {
 			"the workspace). Like cp -r: when DEST is an existing directory (or ends in /) the\n" +
 			"copy goes inside it, else it becomes DEST. Directories travel as a tar stream\n" +
 			"through the sandbox's process API, so the sandbox needs tar, as for kubectl cp.\n" +
-			"Entries that would land outside DEST are refused.",
+			"Entries that would land outside DEST are refused. DEST - writes one file to\n" +
+			"stdout; SRC - reads stdin into one file.",
 		Example: "  " + prog + " cp ./src my-sandbox:src\n" +
 			"  " + prog + " cp my-sandbox:results ./results\n" +
-			"  " + prog + " cp data.csv my-sandbox:",
+			"  " + prog + " cp data.csv my-sandbox:\n" +
+			"  " + prog + " cp my-sandbox:out/report.json - | jq .\n" +
+			"  echo 'print(1)' | " + prog + " cp - my-sandbox:main.py",
 		Args: exactArgs(2, "SRC and DEST, one of them NAME:PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, dest := args[0], args[1]
@@ -38,6 +41,8 @@ func newCpCommand(prog string, flags *clusterFlags) *cobra.Command {
 				return usagef("copying between two sandboxes is not supported: copy to this machine first")
 			case !sRemote && !dRemote:
 				return usagef("one of SRC and DEST must be a sandbox path NAME:PATH")
+			case src == "-" && (dPath == "." || strings.HasSuffix(dPath, "/")):
+				return usagef("copying stdin needs a file name: NAME:PATH/FILE")
 			}
 			name := dName
 			if sRemote {
@@ -56,12 +61,21 @@ func newCpCommand(prog string, flags *clusterFlags) *cobra.Command {
 			}
 			defer disconnect(sb)
 			done := rep.wait("copying %s to %s", src, dest)
-			if sRemote {
+			switch {
+			case sRemote && dest == "-":
+				// One file's bytes streamed to stdout, as `cat` would.
+				err = remote.Cat(ctx, sb, sPath, cmd.OutOrStdout())
+			case sRemote:
 				err = remote.Download(ctx, sb, sPath, dest)
-			} else {
+			case src == "-":
+				err = remote.WriteStream(ctx, sb, dPath, cmd.InOrStdin())
+			default:
 				err = remote.Upload(ctx, sb, src, dPath)
 			}
 			done()
+			if rerr := reachError(err, flags, name, prog); rerr != nil {
+				return rerr
+			}
 			if err != nil {
 				return err
 			}

@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -25,6 +29,7 @@ type createOptions struct {
 	labels, env          []string
 	podLabels, podAnns   []string
 	shutdownAfter        time.Duration
+	keepOnFailure        bool
 	wait                 bool
 	timeout              time.Duration
 	output               string
@@ -40,10 +45,15 @@ func newCreateCommand(prog string, flags *clusterFlags) *cobra.Command {
 			"With --pool, a SandboxClaim takes a ready sandbox from that SandboxWarmPool (or\n" +
 			"starts one from the pool's template when the pool is empty); the claim's name is\n" +
 			"the sandbox's name for every other command. With --template, a Sandbox is created\n" +
-			"straight from that SandboxTemplate, with no claim (always a cold start; exec and cp\n" +
-			"need a claim, so prefer --pool). With neither, the namespace's only warm pool is used.\n\n" +
+			"straight from that SandboxTemplate, with no claim (always a cold start). With\n" +
+			"neither, the namespace's only warm pool is used. A warm pool that does not exist,\n" +
+			"or -e on a template that refuses variables, is refused before anything is created.\n\n" +
+			"Every sandbox gets a lifetime: --shutdown-after, by default 1h (or\n" +
+			"$" + shutdownAfterEnv + "); 0 keeps it until it is removed.\n\n" +
 			"Without --wait the name is printed as soon as the object exists; with --wait the\n" +
-			"command returns once the sandbox is Ready, showing progress on stderr.",
+			"command returns once the sandbox is Ready, showing progress (and what keeps the\n" +
+			"sandbox from starting: a missing image, a crash, no node fits) on stderr. A sandbox\n" +
+			"that fails or is not Ready within --timeout is deleted again (--keep-on-failure).",
 		Example: "  " + prog + " create --pool python-sandbox-pool --wait\n" +
 			"  NAME=$(" + prog + " create --wait) && " + prog + " exec $NAME -- python3 -c 'print(42)'\n" +
 			"  " + prog + " create --template python-runtime-template --name scratch -l team=research",
@@ -58,8 +68,10 @@ func newCreateCommand(prog string, flags *clusterFlags) *cobra.Command {
 	f.StringArrayVarP(&o.env, "env", "e", nil, "environment variable NAME=VALUE for the sandbox, if its template allows it (repeatable)")
 	f.StringArrayVar(&o.podLabels, "pod-label", nil, "label KEY=VALUE for the sandbox's Pod (repeatable)")
 	f.StringArrayVar(&o.podAnns, "pod-annotation", nil, "annotation KEY=VALUE for the sandbox's Pod (repeatable)")
-	f.DurationVar(&o.shutdownAfter, "shutdown-after", 0, "delete the sandbox this long after creation (e.g. 1h; 0 = never)")
-	f.BoolVarP(&o.wait, "wait", "w", false, "wait until the sandbox is Ready")
+	f.DurationVar(&o.shutdownAfter, "shutdown-after", defaultShutdownAfter(),
+		"delete the sandbox this long after creation (0 = never); the default comes from $"+shutdownAfterEnv+" when set")
+	f.BoolVarP(&o.wait, "wait", "w", false, "wait until the sandbox is Ready; if it does not become Ready, delete it")
+	f.BoolVar(&o.keepOnFailure, "keep-on-failure", false, "with --wait, keep a sandbox that failed to become Ready (to inspect it)")
 	f.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long --wait waits")
 	f.StringVarP(&o.output, "output", "o", "name", "output: name, json or yaml")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress lines on stderr")
@@ -124,6 +136,9 @@ func runCreate(cmd *cobra.Command, prog string, flags *clusterFlags, o *createOp
 		spec.Pool = pool
 		rep.step("using warm pool %s, the only one in namespace %s", pool, s.namespace)
 	}
+	if err := precheck(ctx, s.kube(), spec, prog); err != nil {
+		return err
+	}
 	t, err := remote.Create(ctx, s.kube(), spec)
 	if err != nil {
 		return err
@@ -135,14 +150,108 @@ func runCreate(cmd *cobra.Command, prog string, flags *clusterFlags, o *createOp
 	rep.step("%s %s/%s created", kind, t.Namespace, t.Name())
 	if o.wait {
 		if err := waitCreated(ctx, rep, s, t, o.timeout, prog); err != nil {
-			return err
+			if o.keepOnFailure {
+				return err
+			}
+			return rollback(err, s, t, kind, prog)
 		}
 	}
 	return printCreated(cmd, t, o.output)
 }
 
+// shutdownAfterEnv overrides the default lifetime of created sandboxes.
+const shutdownAfterEnv = "AGENT_SANDBOX_SHUTDOWN_AFTER"
+
+// defaultLifetime is how long a sandbox made by the CLI lives unless told
+// otherwise: a forgotten sandbox must not hold a node forever.
+const defaultLifetime = time.Hour
+
+// defaultShutdownAfter is $AGENT_SANDBOX_SHUTDOWN_AFTER when it parses as
+// a duration (0 = never), else defaultLifetime.
+func defaultShutdownAfter() time.Duration {
+	if v := os.Getenv(shutdownAfterEnv); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+	}
+	return defaultLifetime
+}
+
+// precheck refuses, before anything is created, what the controllers
+// would refuse later: a warm pool that does not exist (without --wait the
+// claim would just sit there, Failed), and environment variables for a
+// template that does not allow them.
+func precheck(ctx context.Context, c client.Client, spec remote.Spec, prog string) error {
+	tmplName := spec.Template
+	if spec.Pool != "" {
+		var pool extv1beta1.SandboxWarmPool
+		err := c.Get(ctx, types.NamespacedName{Namespace: spec.Namespace, Name: spec.Pool}, &pool)
+		switch {
+		case apierrors.IsNotFound(err):
+			fix := fmt.Sprintf("list warm pools with `kubectl get sandboxwarmpools -n %s`", spec.Namespace)
+			if names := poolNames(ctx, c, spec.Namespace); len(names) > 0 {
+				fix = fmt.Sprintf("warm pools in %s: %s (e.g. `%s create --pool %s`)", spec.Namespace, strings.Join(names, ", "), prog, names[0])
+			}
+			return withFix(fmt.Errorf("SandboxWarmPool %s/%s not found", spec.Namespace, spec.Pool), fix)
+		case err != nil:
+			// Not allowed to read pools, or a hiccup: the claim
+			// controller still checks.
+			return nil
+		}
+		tmplName = pool.Spec.SandboxTemplateRef.Name
+	}
+	if len(spec.Env) == 0 || tmplName == "" {
+		return nil
+	}
+	var tmpl extv1beta1.SandboxTemplate
+	if err := c.Get(ctx, types.NamespacedName{Namespace: spec.Namespace, Name: tmplName}, &tmpl); err != nil {
+		return nil // the controllers report a missing template
+	}
+	if spec.Pool != "" && (tmpl.Spec.EnvVarsInjectionPolicy == "" || tmpl.Spec.EnvVarsInjectionPolicy == extv1beta1.EnvVarsInjectionPolicyDisallowed) {
+		return withFix(fmt.Errorf("SandboxTemplate %s/%s does not allow environment variables from claims (envVarsInjectionPolicy: Disallowed), so -e would be refused",
+			spec.Namespace, tmplName), "drop -e, or set envVarsInjectionPolicy: Allowed on the template")
+	}
+	return nil
+}
+
+func poolNames(ctx context.Context, c client.Client, namespace string) []string {
+	var pools extv1beta1.SandboxWarmPoolList
+	if err := c.List(ctx, &pools, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(pools.Items))
+	for _, p := range pools.Items {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// rollback deletes what a create whose wait failed made, so that a failed
+// command leaves nothing behind, and says so in the error.
+func rollback(cause error, s *session, t *remote.Target, kind, prog string) error {
+	// The command's context may be what ended (Ctrl-C): delete anyway.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msg, fix := describe(cause, prog)
+	if err := remote.Delete(ctx, s.kube(), t); err != nil {
+		return withFix(fmt.Errorf("%s; deleting %s %s/%s failed too: %w", msg, kind, t.Namespace, t.Name(), err),
+			fmt.Sprintf("remove it with `%s rm %s`", prog, t.Name()))
+	}
+	// The fixes of waitError are about a sandbox that is still there.
+	fix = strings.ReplaceAll(fix, fmt.Sprintf("check it with `%s ls -o wide`; remove it with `%s rm %s`", prog, prog, t.Name()), "")
+	fix = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(fix, ";")), "or "), "; ")
+	fix = strings.ReplaceAll(fix, "; ; ", "; ")
+	fix = strings.TrimSuffix(strings.TrimSpace(fix), ";")
+	if fix != "" {
+		fix += "; "
+	}
+	fix += "pass --keep-on-failure to keep a failed sandbox for inspection"
+	return withFix(fmt.Errorf("%s; deleted %s %s/%s", msg, kind, t.Namespace, t.Name()), fix)
+}
+
 // waitCreated waits for a new claim or Sandbox to become Ready, reporting
-// each milestone, and refreshes t.
+// each milestone and every problem its Pod reports, and refreshes t.
 func waitCreated(ctx context.Context, rep *reporter, s *session, t *remote.Target, timeout time.Duration, prog string) error {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -150,21 +259,22 @@ func waitCreated(ctx context.Context, rep *reporter, s *session, t *remote.Targe
 		sb  *sandboxv1beta1.Sandbox
 		err error
 	)
+	watch := newProblemWatch(rep, t.Name())
 	if t.Claim != nil {
 		done := rep.wait("waiting for claim %s to be bound", t.Name())
-		sb, err = remote.WaitClaimReady(wctx, s.kube(), t.Namespace, t.Claim.Name, func(name string) {
+		sb, err = remote.WaitClaimReadyProgress(wctx, s.kube(), t.Namespace, t.Claim.Name, func(name string) {
 			done()
 			rep.step("bound to Sandbox %s", name)
 			done = rep.wait("waiting for Sandbox %s to become Ready", name)
-		})
+		}, watch.observe)
 		done()
 	} else {
 		done := rep.wait("waiting for Sandbox %s to become Ready", t.Name())
-		sb, err = remote.WaitSandboxReady(wctx, s.kube(), t.Namespace, t.Sandbox.Name)
+		sb, err = remote.WaitSandboxReadyProgress(wctx, s.kube(), t.Namespace, t.Sandbox.Name, watch.observe)
 		done()
 	}
 	if err != nil {
-		return waitError(ctx, wctx, err, t, timeout, prog)
+		return watch.explain(waitError(ctx, wctx, err, t, timeout, prog))
 	}
 	rep.step("sandbox %s is Ready (%s launch)", t.Name(), launchType(sb))
 	if fresh, rerr := remote.Resolve(ctx, s.kube(), t.Namespace, t.Name()); rerr == nil {
@@ -175,10 +285,63 @@ func waitCreated(ctx context.Context, rep *reporter, s *session, t *remote.Targe
 	return nil
 }
 
+// problemWatch follows a Sandbox being waited for: it reports each new
+// problem its Pod has (a missing image, a crash, no node fits) as a
+// progress step, and remembers the last Ready message so that a failed
+// wait can say where the sandbox got stuck.
+type problemWatch struct {
+	rep           *reporter
+	name          string
+	problem, last string
+}
+
+func newProblemWatch(rep *reporter, name string) *problemWatch {
+	return &problemWatch{rep: rep, name: name}
+}
+
+func (w *problemWatch) observe(sb *sandboxv1beta1.Sandbox) {
+	if msg := remote.ReadyMessage(sb); msg != "" {
+		w.last = msg
+	}
+	if p := remote.Problem(sb); p != "" && p != w.problem {
+		w.problem = p
+		w.rep.step("sandbox %s is not starting: %s", w.name, p)
+	}
+}
+
+// explain adds the last Ready message to a failed wait's error.
+func (w *problemWatch) explain(err error) error {
+	if err == nil || w.last == "" || strings.Contains(err.Error(), w.last) {
+		return err
+	}
+	var fe *fixError
+	if errors.As(err, &fe) {
+		fix := fe.fix
+		if w.problem != "" {
+			fix = problemFix(w.problem, fix)
+		}
+		return withFix(fmt.Errorf("%w (last status: %s)", fe.err, w.last), fix)
+	}
+	return fmt.Errorf("%w (last status: %s)", err, w.last)
+}
+
+// problemFix suggests what to do about a Pod problem, falling back to fix.
+func problemFix(problem, fix string) string {
+	switch {
+	case strings.Contains(problem, "cannot pull image"):
+		return "check the image name and that the node can pull it (registry, credentials); " + fix
+	case strings.Contains(problem, "Unschedulable"):
+		return "no node can run the sandbox's Pod: lower its resource requests or add capacity; " + fix
+	case strings.Contains(problem, "CrashLoopBackOff"), strings.Contains(problem, "terminated with exit code"):
+		return "the sandbox's container exits; read its output with `logs`; " + fix
+	}
+	return fix
+}
+
 // waitError explains a failed wait for a sandbox that exists: it is not
 // rolled back, so say how to look at it or remove it.
 func waitError(ctx, wctx context.Context, err error, t *remote.Target, timeout time.Duration, prog string) error {
-	fix := fmt.Sprintf("check it with `%s ls`; remove it with `%s rm %s`", prog, prog, t.Name())
+	fix := fmt.Sprintf("check it with `%s ls -o wide`; remove it with `%s rm %s`", prog, prog, t.Name())
 	switch {
 	case ctx.Err() != nil:
 		return withFix(fmt.Errorf("interrupted while waiting for sandbox %s/%s, which was created and keeps starting", t.Namespace, t.Name()), fix)

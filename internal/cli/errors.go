@@ -71,8 +71,8 @@ func describe(err error, prog string) (msg, fix string) {
 	switch {
 	case errors.As(err, &nf):
 		return msg, fmt.Sprintf("list sandboxes with `%s ls -n %s`", prog, nf.Namespace)
-	case errors.Is(err, remote.ErrNoClaim):
-		return msg, fmt.Sprintf("create sandboxes to work in with `%s create --pool POOL`", prog)
+	case errors.Is(err, remote.ErrWarmMember):
+		return msg, fmt.Sprintf("claim a sandbox of your own with `%s create --pool POOL`", prog)
 	case errors.Is(err, remote.ErrSuspended):
 		return msg, fmt.Sprintf("resume it with `%s resume NAME` first", prog)
 	case errors.As(err, &failed):

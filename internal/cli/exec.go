@@ -111,8 +111,7 @@ func runExec(cmd *cobra.Command, prog string, flags *clusterFlags, o *execOption
 	defer cancel()
 	p, err := sb.Start(pctx, argv, popts)
 	if err != nil {
-		return withFix(fmt.Errorf("starting %q in sandbox %s: %w", strings.Join(argv, " "), name, err),
-			"check the command exists in the sandbox; run it through `sh -c` for shell syntax")
+		return startError(ctx, sb, err, flags, name, prog, argv, o.workdir)
 	}
 	restore := func() {}
 	if tty {

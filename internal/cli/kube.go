@@ -182,7 +182,13 @@ func (s *session) sdkOptions(ctx context.Context) (sandbox.Options, error) {
 		}
 		if routerNS != "" && routerNS != s.namespace {
 			t, err := remote.OpenRouterTunnel(ctx, s.helper, routerNS)
-			if err != nil {
+			switch {
+			case err != nil && f.routerNamespace != "":
+				// The user named the namespace: that is the likely mistake.
+				return opts, withFix(fmt.Errorf("no sandbox-router to port-forward to in --router-namespace %s: %w", routerNS, err),
+					fmt.Sprintf("pass the namespace the sandbox-router runs in (find it with `kubectl get services -A --field-selector metadata.name=%s`), "+
+						"or leave --router-namespace out", sandbox.RouterServiceName))
+			case err != nil:
 				return opts, withFix(fmt.Errorf("reaching the sandbox-router: %w", err),
 					fmt.Sprintf("deploy the sandbox-router (in %s or %s), or pass --router-namespace or --router-url", s.namespace, remote.DefaultRouterNamespace))
 			}

@@ -21,6 +21,7 @@ type mcpOptions struct {
 	path            string
 	sessionLabelKey string
 	idleTimeout     time.Duration
+	shutdownAfter   time.Duration
 }
 
 func newMCPCommand(prog string, flags *clusterFlags) *cobra.Command {
@@ -64,7 +65,7 @@ func newMCPCommand(prog string, flags *clusterFlags) *cobra.Command {
 			}
 			srv, err := mcp.New(ctx, mcp.Config{
 				Options: opts, Namespace: s.namespace, SessionLabelKey: o.sessionLabelKey,
-				Version: versionString(), Logger: logger,
+				Version: versionString(), Logger: logger, DefaultShutdownAfter: o.shutdownAfter,
 			})
 			if err != nil {
 				return err
@@ -90,6 +91,8 @@ func newMCPCommand(prog string, flags *clusterFlags) *cobra.Command {
 	f.StringVar(&o.path, "path", "/mcp", "URL path of the MCP endpoint (--transport http)")
 	f.StringVar(&o.sessionLabelKey, "session-label-key", mcp.DefaultSessionLabelKey, "claim label that holds the MCP session id")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", 30*time.Minute, "end HTTP sessions idle this long (0: never)")
+	f.DurationVar(&o.shutdownAfter, "default-shutdown-after", 5*time.Minute,
+		"lifetime of sandboxes whose create_sandbox call sets no shutdown_after_seconds (at least 1s; every sandbox expires)")
 	_ = cmd.RegisterFlagCompletionFunc("transport", cobra.FixedCompletions([]string{"stdio", "http"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -44,8 +44,8 @@ func newRootCommand(prog string) *cobra.Command {
 		Use:   prog,
 		Short: "Isolated, stateful sandboxes for AI agents on Kubernetes",
 		Long: prog + " runs sandboxes for AI agents on Kubernetes.\n\n" +
-			"Work with sandboxes on any cluster with create, ls, exec, cp, suspend, resume,\n" +
-			"rm and logs, and serve them to agent frameworks with `mcp`. Commands and files\n" +
+			"Work with sandboxes on any cluster with create, ls, describe, exec, cp, suspend,\n" +
+			"resume, rm and logs, and serve them to agent frameworks with `mcp`. Commands and files\n" +
 			"reach a sandbox through the sandbox-router: by default over a port-forward\n" +
 			"through the Kubernetes API server, or at --router-url / --gateway.\n\n" +
 			"`" + programName + " up` starts a real single-node Kubernetes cluster on this machine\n" +
@@ -64,19 +64,21 @@ func newRootCommand(prog string) *cobra.Command {
 	}
 	flags.addFlags(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(flags), newBenchCommand())
 	root.AddCommand(
 		newCreateCommand(prog, flags),
 		newLsCommand(prog, flags),
+		newDescribeCommand(prog, flags),
 		newExecCommand(prog, flags),
 		newCpCommand(prog, flags),
+		newPortForwardCommand(prog, flags),
 		newSuspendCommand(prog, flags),
 		newResumeCommand(prog, flags),
 		newRmCommand(prog, flags),
 		newLogsCommand(prog, flags),
 		newMCPCommand(prog, flags),
 		newMigrateCommand(prog, flags),
-		newVersionCommand(prog),
+		newVersionCommand(prog, flags),
 	)
 	return root
 }

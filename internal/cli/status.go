@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -11,20 +13,60 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/localcluster"
 )
 
-func newStatusCommand() *cobra.Command {
-	return &cobra.Command{
+// statusReport is `status -o json`.
+type statusReport struct {
+	Local  localStatus `json:"local"`
+	Server serverInfo  `json:"server"`
+}
+
+type localStatus struct {
+	Running    bool                           `json:"running"`
+	Kubeconfig string                         `json:"kubeconfig,omitempty"`
+	Components []localcluster.ComponentStatus `json:"components"`
+}
+
+func newStatusCommand(flags *clusterFlags) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the local cluster's components: state, pid, memory",
-		Args:  cobra.NoArgs,
+		Short: "Show the local cluster's components and the health of agent-sandbox in the cluster",
+		Long: "Show the local cluster's components (state, pid, memory), then the cluster's side:\n" +
+			"the Kubernetes version and whether the controller and router Pods are Ready.\n" +
+			"The cluster is the one of --kubeconfig / $KUBECONFIG, else the local cluster's.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case "", "json":
+			default:
+				return usagef("unknown output format %q: use json", output)
+			}
 			st, err := localcluster.New(localcluster.DefaultConfig(), nil).Status()
 			if err != nil {
 				return err
 			}
+			if st.Running() && flags.loading.ExplicitPath == "" && os.Getenv("KUBECONFIG") == "" {
+				flags.loading.ExplicitPath = st.Kubeconfig
+			}
+			server := fetchServerInfo(cmd.Context(), flags)
+			if output == "json" {
+				b, err := json.MarshalIndent(statusReport{
+					Local:  localStatus{Running: st.Running(), Kubeconfig: st.Kubeconfig, Components: st.Components},
+					Server: server,
+				}, "", "  ")
+				if err != nil {
+					return fmt.Errorf("encoding the status: %w", err)
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return err
+			}
 			printStatus(cmd.OutOrStdout(), st)
+			fmt.Fprintln(cmd.OutOrStdout())
+			printServerInfo(cmd.OutOrStdout(), server)
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	return cmd
 }
 
 func printStatus(w io.Writer, st localcluster.Status) {

@@ -60,6 +60,6 @@ func newUpCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&manifests, "manifests", nil, "YAML file or directory to server-side apply after the node is Ready (repeatable)")
 	cmd.Flags().StringArrayVar(&images, "image", nil, "image tarball to import into containerd before starting (repeatable)")
 	cmd.Flags().BoolVar(&installPlatform, "platform", true,
-		"install agent-sandbox (controller with extensions, router, images from `make images`) and the python-sandbox-pool warm pool")
+		"install agent-sandbox (controller with extensions, router, images built by 'make images') and the python-sandbox-pool warm pool")
 	return cmd
 }

@@ -48,15 +48,34 @@ func buildVersion() versionInfo {
 // versionString is the short version for the User-Agent.
 func versionString() string { return buildVersion().Version }
 
-func newVersionCommand(prog string) *cobra.Command {
-	var output string
+// versionReport is `version -o json|yaml`: the client's build, and the
+// cluster's side unless --client.
+type versionReport struct {
+	versionInfo
+	Server *serverInfo `json:"server,omitempty"`
+}
+
+func newVersionCommand(prog string, flags *clusterFlags) *cobra.Command {
+	var (
+		output     string
+		clientOnly bool
+	)
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of " + prog,
-		Args:  noArgs,
+		Short: "Print the version of " + prog + " and of agent-sandbox in the cluster",
+		Long: "Print the version of " + prog + ", then the cluster's side: the Kubernetes version\n" +
+			"and the images (hence versions) and readiness of the controller and router Pods.\n" +
+			"Without a reachable cluster that part says so; --client skips it.",
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := buildVersion()
 			out := cmd.OutOrStdout()
+			var server *serverInfo
+			if !clientOnly {
+				si := fetchServerInfo(cmd.Context(), flags)
+				server = &si
+			}
+			report := versionReport{versionInfo: v, Server: server}
 			switch output {
 			case "":
 				commit := v.Commit
@@ -70,14 +89,17 @@ func newVersionCommand(prog string) *cobra.Command {
 					commit = "unknown"
 				}
 				fmt.Fprintf(out, "%s %s (commit %s, %s, %s)\n", prog, v.Version, commit, v.GoVersion, v.Platform)
+				if server != nil {
+					printServerInfo(out, *server)
+				}
 			case "json":
-				b, err := json.MarshalIndent(v, "", "  ")
+				b, err := json.MarshalIndent(report, "", "  ")
 				if err != nil {
 					return fmt.Errorf("encoding the version: %w", err)
 				}
 				fmt.Fprintln(out, string(b))
 			case "yaml":
-				b, err := yaml.Marshal(v)
+				b, err := yaml.Marshal(report)
 				if err != nil {
 					return fmt.Errorf("encoding the version: %w", err)
 				}
@@ -89,6 +111,7 @@ func newVersionCommand(prog string) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	cmd.Flags().BoolVar(&clientOnly, "client", false, "only the client's version; do not ask the cluster")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

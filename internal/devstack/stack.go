@@ -29,7 +29,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +48,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
 	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
+	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/manager"
 	"sigs.k8s.io/agent-sandbox/internal/router"
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
@@ -221,6 +224,7 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 			return sandboxdCommand(bin.path, pod, ip, dir)
 		},
 		Probe:   probeSandboxd,
+		Select:  runsPod,
 		Ports:   []int{LegacyPort, RESTPort, GRPCPort},
 		FirstIP: randomLoopbackBlock(),
 		WorkDir: filepath.Join(s.WorkDir, "pods"),
@@ -240,6 +244,26 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	}
 	log.Info("devstack ready", "kubeconfig", s.Kubeconfig, "router", s.RouterURL)
 	return s, nil
+}
+
+// UnpullableRegistry names a registry the stack's kubelet cannot pull
+// from: Pods with an image under it are left unbound and Pending, never
+// run, as a real kubelet would leave a Pod whose image is missing. Tests
+// report the kubelet's status for them (ErrImagePull, ...) by hand.
+const UnpullableRegistry = "unpullable.devstack.invalid/"
+
+// runsPod selects the Pods the stack's kubelet runs: sandbox Pods (with
+// the sandbox-name-hash label) whose images can be "pulled".
+func runsPod(p *corev1.Pod) bool {
+	if _, ok := p.Labels[sblabels.SandboxNameHash]; !ok {
+		return false
+	}
+	for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+		if strings.HasPrefix(c.Image, UnpullableRegistry) {
+			return false
+		}
+	}
+	return true
 }
 
 // startRouter runs internal/router in this process on a free loopback

@@ -60,6 +60,10 @@ type Config struct {
 	Version string
 	// Logger receives the MCP SDK's logs; nil discards them.
 	Logger *slog.Logger
+	// DefaultShutdownAfter is create_sandbox's shutdown_after_seconds when
+	// a call gives none (default 300 s, the published server's): sandboxes
+	// an agent forgets to delete go away on their own.
+	DefaultShutdownAfter time.Duration
 }
 
 // Server is the MCP server. It is safe for concurrent sessions.
@@ -90,6 +94,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
+	}
+	if cfg.DefaultShutdownAfter == 0 {
+		cfg.DefaultShutdownAfter = defaultShutdownAfter * time.Second
+	}
+	if cfg.DefaultShutdownAfter < time.Second {
+		return nil, fmt.Errorf("mcp: default shutdown-after %s must be at least 1s: every sandbox gets a lifetime", cfg.DefaultShutdownAfter)
 	}
 	cl, err := sandbox.NewClient(ctx, cfg.Options)
 	if err != nil {

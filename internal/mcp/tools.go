@@ -45,7 +45,7 @@ type createIn struct {
 	Namespace            string            `json:"namespace,omitempty" jsonschema:"Kubernetes namespace of the warm pool and the new claim (default: the server's namespace)"`
 	SandboxReadyTimeout  float64           `json:"sandbox_ready_timeout,omitempty" jsonschema:"seconds to wait for the sandbox to be Ready (default 180)"`
 	Labels               map[string]string `json:"labels,omitempty" jsonschema:"labels for the SandboxClaim"`
-	ShutdownAfterSeconds int               `json:"shutdown_after_seconds,omitempty" jsonschema:"the sandbox is deleted this many seconds after creation (default 300)"`
+	ShutdownAfterSeconds int               `json:"shutdown_after_seconds,omitempty" jsonschema:"the sandbox is deleted this many seconds after creation (default: the server's, 300 unless configured)"`
 	PodLabels            map[string]string `json:"pod_labels,omitempty" jsonschema:"labels for the sandbox's Pod"`
 	PodAnnotations       map[string]string `json:"pod_annotations,omitempty" jsonschema:"annotations for the sandbox's Pod"`
 }
@@ -155,7 +155,7 @@ func (s *Server) addTools() {
 		Description: "Create a sandbox from a SandboxWarmPool and wait until it is Ready. Returns the " +
 			"sandbox_claim_name that the other tools take. The sandbox is deleted after shutdown_after_seconds.",
 		InputSchema: inputSchema[createIn](map[string]any{
-			"sandbox_ready_timeout": defaultReadyTimeout, "shutdown_after_seconds": defaultShutdownAfter,
+			"sandbox_ready_timeout": defaultReadyTimeout, "shutdown_after_seconds": int(s.cfg.DefaultShutdownAfter / time.Second),
 		}),
 	}, s.createSandbox)
 	sdk.AddTool(s.mcp, &sdk.Tool{

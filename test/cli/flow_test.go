@@ -155,12 +155,14 @@ func runFlow(t *testing.T, st *target) {
 		list.Items[0].State != "Suspended" || list.Items[0].Pod != "" {
 		t.Fatalf("ls after suspend: %v\n%s", err, r.stdout)
 	}
-	line = oneLineError(t, cli(t, st, "", "exec", name, "--", "true"), "agent-sandbox")
-	if !strings.Contains(line, "suspended") || !strings.Contains(line, "resume "+name) {
-		t.Errorf("exec on a suspended sandbox: %q", line)
+	// exec on a suspended sandbox resumes it and runs the command.
+	r = ok(t, st, "exec", name, "--", "echo", "woke up")
+	if r.stdout != "woke up\n" || !strings.Contains(r.stderr, name+" was suspended: resuming it") {
+		t.Errorf("exec on a suspended sandbox:\n%s", r)
 	}
 
-	// resume: a new Pod, exec works again.
+	// suspend and resume again: a new Pod, exec works again.
+	ok(t, st, "suspend", name, "--wait")
 	r = ok(t, st, "resume", name, "--wait")
 	if !strings.Contains(r.stderr, name+" is Running") {
 		t.Errorf("resume progress:\n%s", r.stderr)

@@ -97,7 +97,8 @@ func TestMCPRawProtocol(t *testing.T) {
 	st := devstackTarget(t)
 	ctx, cancel := context.WithTimeout(context.Background(), mcpTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "mcp")
+	// The lifetime of sandboxes whose call sets none is the server's.
+	cmd := exec.CommandContext(ctx, binary, "mcp", "--default-shutdown-after", "1h")
 	cmd.Env = cliEnv(st)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -143,7 +144,15 @@ func TestMCPRawProtocol(t *testing.T) {
 	tools, _ := list["result"].(map[string]any)["tools"].([]any)
 	var names []string
 	for _, tl := range tools {
-		names = append(names, tl.(map[string]any)["name"].(string))
+		tool := tl.(map[string]any)
+		names = append(names, tool["name"].(string))
+		if tool["name"] == "create_sandbox" {
+			props, _ := tool["inputSchema"].(map[string]any)["properties"].(map[string]any)
+			shutdown, _ := props["shutdown_after_seconds"].(map[string]any)
+			if shutdown["default"] != 3600.0 {
+				t.Errorf("shutdown_after_seconds default = %v, want 3600 (--default-shutdown-after 1h)", shutdown["default"])
+			}
+		}
 	}
 	slices.Sort(names)
 	want := []string{"create_sandbox", "delete_sandbox", "download_file", "execute_command", "file_exists", "list_files", "upload_file"}

@@ -403,3 +403,33 @@ func WriteFile(ctx context.Context, sb *sandbox.Sandbox, p string, content []byt
 	}
 	return nil
 }
+
+// Cat streams the workspace-relative file p to w through the process API.
+func Cat(ctx context.Context, s Starter, p string, w io.Writer) error {
+	stderr := &capped{max: maxStderr}
+	code, err := Run(ctx, s, []string{"cat", "--", p}, nil, w, stderr)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return commandError("reading "+p, code, stderr)
+	}
+	return nil
+}
+
+// WriteStream stores what r yields at the workspace-relative path p,
+// creating its parent directories, streaming through the process API.
+func WriteStream(ctx context.Context, s Starter, p string, r io.Reader) error {
+	if p == "." || strings.HasSuffix(p, "/") {
+		return fmt.Errorf("path %q is a directory", p)
+	}
+	stderr := &capped{max: maxStderr}
+	code, err := Run(ctx, s, []string{"/bin/sh", "-c", writeScript, "sh", p}, r, nil, stderr)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return commandError("writing "+p, code, stderr)
+	}
+	return nil
+}

@@ -1,11 +1,14 @@
 package remote
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	sbcontroller "sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
 )
 
 // Display states of a sandbox, as `ls` shows them.
@@ -85,4 +88,25 @@ func State(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) (state, r
 // IsReady reports whether sb's Ready condition is True.
 func IsReady(sb *sandboxv1beta1.Sandbox) bool {
 	return sb != nil && meta.IsStatusConditionTrue(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady)
+}
+
+// ReadyMessage is the message of sb's Ready condition while it is not
+// Ready ("" when Ready or unknown).
+func ReadyMessage(sb *sandboxv1beta1.Sandbox) string {
+	if sb == nil {
+		return ""
+	}
+	c := meta.FindStatusCondition(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady)
+	if c == nil || c.Status == metav1.ConditionTrue {
+		return ""
+	}
+	return c.Message
+}
+
+// Problem is what keeps sb's Pod from becoming Ready, as the controller
+// reports it after the Ready message ("" when it reports none, e.g. the
+// Pod is merely starting).
+func Problem(sb *sandboxv1beta1.Sandbox) string {
+	_, p, _ := strings.Cut(ReadyMessage(sb), sbcontroller.ProblemSeparator)
+	return p
 }

@@ -161,10 +161,20 @@ func (e *FailedError) Error() string {
 // came from the warm pool.
 type BoundFunc func(sandboxName string)
 
+// ProgressFunc is told every observation of the Sandbox while waiting for
+// it to become Ready.
+type ProgressFunc func(sb *sandboxv1beta1.Sandbox)
+
 // WaitClaimReady waits until the claim is bound to a Sandbox and that
 // Sandbox is Ready, and returns the Sandbox. A deleted claim or Sandbox is
 // ErrDeleted; a claim reporting a terminal reason is a *FailedError.
 func WaitClaimReady(ctx context.Context, c client.WithWatch, namespace, name string, onBound BoundFunc) (*sandboxv1beta1.Sandbox, error) {
+	return WaitClaimReadyProgress(ctx, c, namespace, name, onBound, nil)
+}
+
+// WaitClaimReadyProgress is WaitClaimReady telling progress about every
+// observation of the bound Sandbox.
+func WaitClaimReadyProgress(ctx context.Context, c client.WithWatch, namespace, name string, onBound BoundFunc, progress ProgressFunc) (*sandboxv1beta1.Sandbox, error) {
 	var sbName string
 	err := WaitClaim(ctx, c, namespace, name, func(cl *extv1beta1.SandboxClaim) (bool, error) {
 		if cl == nil {
@@ -183,15 +193,24 @@ func WaitClaimReady(ctx context.Context, c client.WithWatch, namespace, name str
 	if onBound != nil {
 		onBound(sbName)
 	}
-	return WaitSandboxReady(ctx, c, namespace, sbName)
+	return WaitSandboxReadyProgress(ctx, c, namespace, sbName, progress)
 }
 
 // WaitSandboxReady waits until the Sandbox's Ready condition is True.
 func WaitSandboxReady(ctx context.Context, c client.WithWatch, namespace, name string) (*sandboxv1beta1.Sandbox, error) {
+	return WaitSandboxReadyProgress(ctx, c, namespace, name, nil)
+}
+
+// WaitSandboxReadyProgress is WaitSandboxReady telling progress about
+// every observation.
+func WaitSandboxReadyProgress(ctx context.Context, c client.WithWatch, namespace, name string, progress ProgressFunc) (*sandboxv1beta1.Sandbox, error) {
 	var out *sandboxv1beta1.Sandbox
 	err := WaitSandbox(ctx, c, namespace, name, func(sb *sandboxv1beta1.Sandbox) (bool, error) {
 		if sb == nil {
 			return false, fmt.Errorf("Sandbox %s/%s: %w", namespace, name, ErrDeleted)
+		}
+		if progress != nil {
+			progress(sb)
 		}
 		if sb.IsSuspended() {
 			return false, &FailedError{Kind: "Sandbox", Namespace: namespace, Name: name, Reason: StateSuspended,

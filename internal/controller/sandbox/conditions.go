@@ -21,6 +21,9 @@ type conditionInput struct {
 	serviceExists   bool
 	multiplePods    *multiplePodsError
 	err             error
+	// problem is what the owned Pod reports as keeping it from Ready
+	// (findPodProblem); it details the Ready message.
+	problem *podProblem
 }
 
 // computeConditions returns the conditions a pass wants. Suspended and
@@ -99,7 +102,7 @@ func computeConditions(in conditionInput) []metav1.Condition {
 	case terminal == sandboxv1beta1.ReasonPodSucceeded:
 		add(readyT, metav1.ConditionFalse, terminal, "Pod completed successfully")
 	case terminal == sandboxv1beta1.ReasonPodFailed:
-		add(readyT, metav1.ConditionFalse, terminal, "Pod failed")
+		add(readyT, metav1.ConditionFalse, terminal, withProblem("Pod failed", in.problem))
 	default:
 		ready, msg := podReadiness(in.pod)
 		if in.serviceRequired {
@@ -113,7 +116,7 @@ func computeConditions(in conditionInput) []metav1.Condition {
 		if ready {
 			add(readyT, metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady, msg)
 		} else {
-			add(readyT, metav1.ConditionFalse, sandboxv1beta1.ReasonDependenciesNotReady, msg)
+			add(readyT, metav1.ConditionFalse, sandboxv1beta1.ReasonDependenciesNotReady, withProblem(msg, in.problem))
 		}
 	}
 	return out

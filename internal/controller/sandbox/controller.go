@@ -151,7 +151,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return r.reconcileExpired(ctx, sb, old)
 	}
 
-	deferred, reconcileErr := r.reconcileChildren(ctx, sb)
+	deferred, problem, reconcileErr := r.reconcileChildren(ctx, sb)
 
 	result := ctrl.Result{RequeueAfter: deferred}
 	if sb.Spec.ShutdownTime != nil {
@@ -168,6 +168,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
 	result.RequeueAfter = earliest(result.RequeueAfter, wait)
+	if wait == 0 {
+		r.eventPodProblem(sb, old, problem)
+	}
 	if reconcileErr != nil {
 		log.V(1).Info("reconcile failed", "error", reconcileErr.Error())
 	}
@@ -183,10 +186,11 @@ func earliest(a, b time.Duration) time.Duration {
 }
 
 // reconcileChildren reconciles PVCs, the Pod and the Service, then computes
-// the status. It returns when a deferred Pod metadata patch is due, and the
+// the status. It returns when a deferred Pod metadata patch is due, what
+// the owned Pod reports as keeping it from Ready (if anything), and the
 // error controller-runtime backs off on; a fail-closed refusal (multiple
 // pods) is reported in status only, since retrying cannot fix it.
-func (r *Reconciler) reconcileChildren(ctx context.Context, sb *sandboxv1beta1.Sandbox) (time.Duration, error) {
+func (r *Reconciler) reconcileChildren(ctx context.Context, sb *sandboxv1beta1.Sandbox) (time.Duration, *podProblem, error) {
 	var errs []error
 	if err := r.reconcilePVCs(ctx, sb); err != nil {
 		errs = append(errs, err)
@@ -220,12 +224,40 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *sandboxv1beta1.S
 		multiplePods:    multi,
 		err:             errors.Join(errs...),
 	}
+	if pr.owned && !sb.IsSuspended() {
+		in.problem = findPodProblem(pr.pod)
+	}
 	before := readyReason(sb)
 	applyConditions(sb, computeConditions(in))
 	if multi != nil && before != sandboxv1beta1.ReasonMultiplePods {
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, sandboxv1beta1.ReasonMultiplePods, "Reconciling", "%s", multi.Error())
 	}
-	return pr.deferred, errors.Join(errs...)
+	return pr.deferred, in.problem, errors.Join(errs...)
+}
+
+// eventPodProblem records a Warning event when the status just written
+// names a Pod problem that the status before did not. Comparing persisted
+// status (not in-memory state) makes it level-triggered: a problem is
+// announced once however often the Sandbox is reconciled, and again only
+// after its cause changed; a controller restart does not repeat it.
+func (r *Reconciler) eventPodProblem(sb *sandboxv1beta1.Sandbox, old *sandboxv1beta1.SandboxStatus, p *podProblem) {
+	if p == nil {
+		return
+	}
+	now := readyMessage(&sb.Status)
+	if messageProblem(now) != p.Summary || messageProblem(readyMessage(old)) == p.Summary {
+		return
+	}
+	r.Recorder.Eventf(sb, p.pod, corev1.EventTypeWarning, p.Reason, "Provisioning", "Pod %s: %s", p.pod.Name, p.Detail)
+}
+
+func readyMessage(s *sandboxv1beta1.SandboxStatus) string {
+	for _, c := range s.Conditions {
+		if c.Type == sandboxv1beta1.SandboxConditionReady {
+			return c.Message
+		}
+	}
+	return ""
 }
 
 func readyReason(sb *sandboxv1beta1.Sandbox) string {

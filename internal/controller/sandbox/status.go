@@ -161,6 +161,10 @@ func refinesNotReady(old, cur *sandboxv1beta1.SandboxStatus) bool {
 	if !notReady(cur) {
 		return false
 	}
+	if messageProblem(readyMessage(cur)) != messageProblem(readyMessage(old)) {
+		// A Pod problem appeared, changed or went away: users wait on it.
+		return false
+	}
 	if len(old.Conditions) == 0 {
 		s := meta.FindStatusCondition(cur.Conditions, sandboxv1beta1.SandboxConditionSuspended)
 		return s != nil && s.Reason == sandboxv1beta1.ReasonNotSuspended

@@ -22,6 +22,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
@@ -150,6 +151,17 @@ func (s *Service) Execute(ctx context.Context, req *processv1.ExecuteRequest) (*
 
 // Start runs a command and streams init, output chunks and exit.
 func (s *Service) Start(req *processv1.StartRequest, stream processv1.ProcessService_StartServer) error {
+	// Send the response headers before anything can fail. An error
+	// returned first would otherwise go out as a gRPC "trailers-only"
+	// response (one HEADERS frame that ends the stream), which an HTTP
+	// reverse proxy on the way (the sandbox-router is one) may split into
+	// headers and an empty end of stream when it flushes early: the client
+	// then fails with "server closed the stream without sending trailers"
+	// instead of the real error (a missing working directory, a missing
+	// command), in a fraction of runs.
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
 	cmd, err := s.command(req.GetConfig())
 	if err != nil {
 		return err
