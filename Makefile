@@ -18,10 +18,11 @@ deps-test:
 deps:
 	hack/deps.sh
 
-## generate: deepcopy code, CRDs and RBAC from the Go types and markers.
+## generate: deepcopy code, typed clients (clients/k8s), CRDs and RBAC from the Go types and markers.
 .PHONY: generate
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
+	hack/gen-clients.sh
 	$(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=0 paths=./api/... output:crd:dir=k8s/crd
 	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/sandbox/... paths=./internal/manager/... output:rbac:dir=k8s/rbac/core
 	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller-extensions paths=./internal/controller/claim/... paths=./internal/controller/warmpool/... paths=./internal/controller/template/... output:rbac:dir=k8s/rbac/extensions
@@ -36,7 +37,8 @@ generate:
 ## verify: generated files are fresh, gofmt and go vet are clean.
 .PHONY: verify
 verify: generate
-	@git diff --exit-code -- api k8s/crd k8s/rbac charts/agent-sandbox/crds charts/agent-sandbox/files internal/platform/manifests || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- api clients/k8s k8s/crd k8s/rbac charts/agent-sandbox/crds charts/agent-sandbox/files internal/platform/manifests || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@out="$$(git status --porcelain --untracked-files=all -- clients/k8s k8s/crd k8s/rbac charts/agent-sandbox/crds internal/platform/manifests)"; if [ -n "$$out" ]; then echo "generated files not committed:"; echo "$$out"; exit 1; fi
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
