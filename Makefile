@@ -29,7 +29,9 @@ generate:
 	cp k8s/crd/*.yaml charts/agent-sandbox/crds/
 	cp k8s/rbac/core/role.yaml charts/agent-sandbox/files/rbac/core-role.yaml
 	cp k8s/rbac/extensions/role.yaml charts/agent-sandbox/files/rbac/extensions-role.yaml
-	@tmp=$$(mktemp -d) && OUT_DIR=$$tmp hack/release-manifests.sh >/dev/null && \
+	@# The local cluster installs this copy: it names the images mkimages
+	@# imports (localhost/agent-sandbox/...:dev), not a registry's.
+	@tmp=$$(mktemp -d) && OUT_DIR=$$tmp IMAGE_REPO=localhost/agent-sandbox IMAGE_TAG=dev hack/release-manifests.sh >/dev/null && \
 		cp $$tmp/sandbox-with-extensions.yaml internal/platform/manifests/ && rm -rf $$tmp
 	{ cat examples/python-runtime/sandboxtemplate.yaml; echo ---; cat examples/python-runtime/sandboxwarmpool.yaml; } \
 		> internal/platform/manifests/default-pool.yaml
@@ -73,10 +75,25 @@ test-e2e: deps images
 images:
 	$(GO) run ./hack/mkimages -examples
 
-## release-manifests: dist/sandbox.yaml, dist/extensions.yaml, dist/sandbox-with-extensions.yaml.
+# Where `make push` puts the images and what `make release-manifests`
+# names: <REGISTRY>/agent-sandbox-controller:<TAG>, <REGISTRY>/sandbox-router-go:<TAG>
+# (and sandboxd, python-runtime-sandbox). The default is the reference
+# project's release path.
+REGISTRY ?= registry.k8s.io/agent-sandbox
+TAG ?= dev
+PULL_POLICY ?= IfNotPresent
+
+## push: build and push controller, router, sandboxd and python-runtime as
+## image indexes (controller and router also for arm64) to REGISTRY with TAG;
+## EXAMPLES=1 adds the example images, INSECURE=1 for a plain-HTTP registry.
+.PHONY: push
+push:
+	$(GO) run ./hack/mkimages -push $(REGISTRY) -tag $(TAG) $(if $(INSECURE),-insecure-registry) $(if $(EXAMPLES),-examples)
+
+## release-manifests: dist/sandbox.yaml, dist/extensions.yaml, dist/sandbox-with-extensions.yaml naming REGISTRY and TAG.
 .PHONY: release-manifests
 release-manifests:
-	hack/release-manifests.sh
+	REGISTRY=$(REGISTRY) TAG=$(TAG) IMAGE_PULL_POLICY=$(PULL_POLICY) hack/release-manifests.sh
 
 ## proto: regenerate the process API from api/proto.
 .PHONY: proto
