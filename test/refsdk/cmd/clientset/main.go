@@ -93,8 +93,11 @@ func run(pool, namespace string) error {
 	}); err != nil {
 		return err
 	}
-	extFactory.Start(ctx.Done())
-	defer extFactory.Shutdown()
+	// Shutdown waits for the informers, which stop when their context ends:
+	// end it first (a deferred cancel of ctx would run after Shutdown).
+	extCtx, stopExt := context.WithCancel(ctx)
+	extFactory.Start(extCtx.Done())
+	defer func() { stopExt(); extFactory.Shutdown() }()
 	var sandboxName string
 	select {
 	case sandboxName = <-ready:
@@ -109,8 +112,9 @@ func run(pool, namespace string) error {
 	}
 	agentsFactory := agentsinformers.NewSharedInformerFactoryWithOptions(agents, 0, agentsinformers.WithNamespace(namespace))
 	lister := agentsFactory.Agents().V1beta1().Sandboxes().Lister()
-	agentsFactory.Start(ctx.Done())
-	defer agentsFactory.Shutdown()
+	agentsCtx, stopAgents := context.WithCancel(ctx)
+	agentsFactory.Start(agentsCtx.Done())
+	defer func() { stopAgents(); agentsFactory.Shutdown() }()
 	for typ, ok := range agentsFactory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("informer %v did not sync", typ)
