@@ -18,10 +18,11 @@ deps-test:
 deps:
 	hack/deps.sh
 
-## generate: deepcopy code, CRDs and RBAC from the Go types and markers.
+## generate: deepcopy code, typed clients (clients/k8s), CRDs and RBAC from the Go types and markers.
 .PHONY: generate
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
+	hack/gen-clients.sh
 	$(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=0 paths=./api/... output:crd:dir=k8s/crd
 	# v1alpha1 is served too: the CRDs convert through the controller's webhook.
 	$(GO) run ./hack/crdconversion k8s/crd/*.yaml
@@ -31,7 +32,9 @@ generate:
 	cp k8s/rbac/core/role.yaml charts/agent-sandbox/files/rbac/core-role.yaml
 	cp k8s/rbac/extensions/role.yaml charts/agent-sandbox/files/rbac/extensions-role.yaml
 	mkdir -p charts/agent-sandbox/files/admission && cp k8s/admission/policy.yaml charts/agent-sandbox/files/admission/policy.yaml
-	@tmp=$$(mktemp -d) && OUT_DIR=$$tmp hack/release-manifests.sh >/dev/null && \
+	@# The local cluster installs this copy: it names the images mkimages
+	@# imports (localhost/agent-sandbox/...:dev), not a registry's.
+	@tmp=$$(mktemp -d) && OUT_DIR=$$tmp IMAGE_REPO=localhost/agent-sandbox IMAGE_TAG=dev hack/release-manifests.sh >/dev/null && \
 		cp $$tmp/sandbox-with-extensions.yaml internal/platform/manifests/ && rm -rf $$tmp
 	{ cat examples/python-runtime/sandboxtemplate.yaml; echo ---; cat examples/python-runtime/sandboxwarmpool.yaml; } \
 		> internal/platform/manifests/default-pool.yaml
@@ -39,7 +42,8 @@ generate:
 ## verify: generated files are fresh, gofmt and go vet are clean, the TypeScript SDK lints.
 .PHONY: verify
 verify: generate
-	@git diff --exit-code -- api k8s/crd k8s/rbac charts/agent-sandbox/crds charts/agent-sandbox/files internal/platform/manifests || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- api clients/k8s k8s/crd k8s/rbac charts/agent-sandbox/crds charts/agent-sandbox/files internal/platform/manifests || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@out="$$(git status --porcelain --untracked-files=all -- clients/k8s k8s/crd k8s/rbac charts/agent-sandbox/crds internal/platform/manifests)"; if [ -n "$$out" ]; then echo "generated files not committed:"; echo "$$out"; exit 1; fi
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	clients/typescript/run-tests.sh lint
@@ -87,10 +91,25 @@ test-e2e: deps images
 images:
 	$(GO) run ./hack/mkimages -examples
 
-## release-manifests: dist/sandbox.yaml, dist/extensions.yaml, dist/sandbox-with-extensions.yaml.
+# Where `make push` puts the images and what `make release-manifests`
+# names: <REGISTRY>/agent-sandbox-controller:<TAG>, <REGISTRY>/sandbox-router-go:<TAG>
+# (and sandboxd, python-runtime-sandbox). The default is the reference
+# project's release path.
+REGISTRY ?= registry.k8s.io/agent-sandbox
+TAG ?= dev
+PULL_POLICY ?= IfNotPresent
+
+## push: build and push controller, router, sandboxd and python-runtime as
+## image indexes (controller and router also for arm64) to REGISTRY with TAG;
+## EXAMPLES=1 adds the example images, INSECURE=1 for a plain-HTTP registry.
+.PHONY: push
+push:
+	$(GO) run ./hack/mkimages -push $(REGISTRY) -tag $(TAG) $(if $(INSECURE),-insecure-registry) $(if $(EXAMPLES),-examples)
+
+## release-manifests: dist/sandbox.yaml, dist/extensions.yaml, dist/sandbox-with-extensions.yaml naming REGISTRY and TAG.
 .PHONY: release-manifests
 release-manifests:
-	hack/release-manifests.sh
+	REGISTRY=$(REGISTRY) TAG=$(TAG) IMAGE_PULL_POLICY=$(PULL_POLICY) hack/release-manifests.sh
 
 ## proto: regenerate the process API from api/proto.
 .PHONY: proto

@@ -7,26 +7,39 @@
 # sandbox-with-extensions.yaml.
 #
 # Variables (environment):
-#   IMAGE_REPO         image name prefix   (default localhost/agent-sandbox)
-#   IMAGE_TAG          image tag           (default dev)
+#   REGISTRY           registry prefix of the pushed images (default registry.k8s.io/agent-sandbox):
+#                      images $REGISTRY/agent-sandbox-controller:$TAG and $REGISTRY/sandbox-router-go:$TAG,
+#                      the names `make push REGISTRY=... TAG=...` pushes
+#   TAG                image tag (default dev)
+#   IMAGE_REPO         instead of REGISTRY: the local names $IMAGE_REPO/controller and
+#                      $IMAGE_REPO/router that `go run ./hack/mkimages` builds (make generate
+#                      uses localhost/agent-sandbox for the local cluster's copy)
+#   IMAGE_TAG          tag with IMAGE_REPO (default dev)
 #   IMAGE_PULL_POLICY  imagePullPolicy     (default IfNotPresent)
 #   OUT_DIR            output directory    (default dist, relative to the repository root)
 #   KUBECTL            kubectl to render with (default: the one hack/kube/build.sh builds)
-# Images are $IMAGE_REPO/controller:$IMAGE_TAG and $IMAGE_REPO/router:$IMAGE_TAG
-# (build them locally with `go run ./hack/mkimages controller router`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 
-IMAGE_REPO="${IMAGE_REPO:-localhost/agent-sandbox}"
-IMAGE_TAG="${IMAGE_TAG:-dev}"
+if [ -n "${IMAGE_REPO:-}" ]; then
+  IMAGE_TAG="${IMAGE_TAG:-dev}"
+  CONTROLLER_IMAGE="$IMAGE_REPO/controller"
+  ROUTER_IMAGE="$IMAGE_REPO/router"
+else
+  IMAGE_REPO="${REGISTRY:-registry.k8s.io/agent-sandbox}"
+  IMAGE_REPO="${IMAGE_REPO%/}"
+  IMAGE_TAG="${TAG:-${IMAGE_TAG:-dev}}"
+  CONTROLLER_IMAGE="$IMAGE_REPO/agent-sandbox-controller"
+  ROUTER_IMAGE="$IMAGE_REPO/sandbox-router-go"
+fi
 IMAGE_PULL_POLICY="${IMAGE_PULL_POLICY:-IfNotPresent}"
 OUT_DIR="${OUT_DIR:-dist}"
 
 fail() { echo "release-manifests: $*" >&2; exit 1; }
 case "$IMAGE_PULL_POLICY" in Always|IfNotPresent|Never) ;; *) fail "IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, got '$IMAGE_PULL_POLICY'" ;; esac
-[[ "$IMAGE_REPO" =~ ^[a-z0-9]([a-z0-9._:/-]*[a-z0-9])?$ ]] || fail "IMAGE_REPO '$IMAGE_REPO' is not a valid image name prefix"
-[[ "$IMAGE_TAG" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || fail "IMAGE_TAG '$IMAGE_TAG' is not a valid tag"
+[[ "$IMAGE_REPO" =~ ^[a-z0-9]([a-z0-9._:/-]*[a-z0-9])?$ ]] || fail "REGISTRY/IMAGE_REPO '$IMAGE_REPO' is not a valid image name prefix"
+[[ "$IMAGE_TAG" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || fail "TAG/IMAGE_TAG '$IMAGE_TAG' is not a valid tag"
 
 if [ -z "${KUBECTL:-}" ]; then
   KUBECTL="$(hack/kube/build.sh --print-dir)/kubectl"
@@ -62,10 +75,10 @@ render() {
     fi
     echo "images:"
     echo "- name: localhost/agent-sandbox/controller"
-    echo "  newName: $IMAGE_REPO/controller"
+    echo "  newName: $CONTROLLER_IMAGE"
     echo "  newTag: \"$IMAGE_TAG\""
     echo "- name: localhost/agent-sandbox/router"
-    echo "  newName: $IMAGE_REPO/router"
+    echo "  newName: $ROUTER_IMAGE"
     echo "  newTag: \"$IMAGE_TAG\""
     echo "patches:"
     echo "- target:"

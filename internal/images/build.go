@@ -33,6 +33,12 @@ func CacheDir() (string, error) {
 // sources and toolchain give the same bytes and the image digest does not
 // change between builds. ldflags are appended (e.g. "-X main.version=v1").
 func GoBinary(ctx context.Context, moduleDir, pkg, out string, ldflags ...string) error {
+	return GoBinaryArch(ctx, moduleDir, pkg, out, runtime.GOARCH, ldflags...)
+}
+
+// GoBinaryArch is GoBinary for another GOARCH (static binaries
+// cross-compile, so multi-arch images of Go commands need no emulation).
+func GoBinaryArch(ctx context.Context, moduleDir, pkg, out, goarch string, ldflags ...string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return fmt.Errorf("create binary directory: %w", err)
 	}
@@ -40,7 +46,7 @@ func GoBinary(ctx context.Context, moduleDir, pkg, out string, ldflags ...string
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
 		"-ldflags", strings.Join(flags, " "), "-o", out, pkg)
 	cmd.Dir = moduleDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -391,6 +391,7 @@ func (c *Cluster) Down(ctx context.Context, purge bool) error {
 		c.step("pods: %v (cleaning up directly)", err)
 	}
 	c.stopComponent(compContainerd, recs[compContainerd], 15*time.Second)
+	c.StopRegistry() // registry.go; started only on demand
 	c.killLeftovers()
 	wg.Wait()
 

@@ -219,6 +219,8 @@ disabled_plugins = [
     snapshotter = "overlayfs"
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = %s
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = %s
 
   [plugins.'io.containerd.cri.v1.runtime']
     restrict_oom_score_adj = true
@@ -247,7 +249,7 @@ disabled_plugins = [
 `,
 		q(c.cfg.containerdRoot()), q(c.cfg.containerdState()),
 		q(c.cfg.containerdSocket()), q(c.cfg.containerdSocket()+".ttrpc"),
-		q(PauseImage),
+		q(PauseImage), q(c.cfg.registryHostsDir()),
 		q(c.bins.ShimRunc), q(c.bins.Runc), q(c.cfg.runcRoot()),
 		q(c.bins.ShimRunsc), q(c.runscConfigPath()),
 		q(c.bins.CNIBinDir), q(c.cfg.cniConfDir()))
@@ -355,5 +357,5 @@ func (c *Cluster) writeConfigs() error {
 			return err
 		}
 	}
-	return nil
+	return c.writeRegistryHosts() // registry.go
 }

@@ -16,6 +16,7 @@ func TestVersionsMatchBuildModules(t *testing.T) {
 		{"../../hack/kube/go.mod", "k8s.io/kubernetes", KubernetesVersion},
 		{"../../hack/containerd/go.mod", "github.com/containerd/containerd/v2", ContainerdVersion},
 		{"../../hack/gvisor/go.mod", "gvisor.dev/gvisor", GVisorVersion},
+		{"../../hack/registry/go.mod", "github.com/distribution/distribution/v3", RegistryVersion},
 	} {
 		data, err := os.ReadFile(filepath.FromSlash(tc.gomod))
 		if err != nil {

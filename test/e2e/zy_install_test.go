@@ -49,7 +49,10 @@ func TestHelmInstallOnLocalCluster(t *testing.T) {
 	})
 
 	out, err := runHelm(helmBin, kubeconfig, "install", "agent-sandbox", filepath.Join(repoRoot(), "charts", "agent-sandbox"),
-		"-n", platform.Namespace, "--create-namespace", "--wait", "--timeout=180s")
+		"-n", platform.Namespace, "--create-namespace", "--wait", "--timeout=180s",
+		// The local cluster has the images mkimages imported, under their local names.
+		"--set", "image.repository=localhost/agent-sandbox/controller", "--set", "image.tag=dev",
+		"--set", "router.image.repository=localhost/agent-sandbox/router", "--set", "router.image.tag=dev")
 	if err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}

@@ -15,26 +15,26 @@ import (
 // chartValues are --set arguments that turn on every optional part of the
 // chart at once.
 var chartValues = []string{
-	"--set", "controller.replicas=2",
-	"--set", "controller.flags.kubeAPIQPS=50.5",
-	"--set", "controller.flags.kubeAPIBurst=100",
-	"--set", "controller.flags.sandboxConcurrentWorkers=1000000",
-	"--set", "controller.flags.sandboxWarmPoolReplenishDelay=250ms",
-	"--set", "controller.flags.cacheLabelSelectors=true",
-	"--set", "controller.flags.zapLogLevel=debug",
+	"--set", "replicaCount=2",
+	"--set", "controller.kubeApiQps=50.5",
+	"--set", "controller.kubeApiBurst=100",
+	"--set", "controller.sandboxConcurrentWorkers=1000000",
+	"--set", "controller.sandboxWarmPoolReplenishDelay=250ms",
+	"--set", "controller.cacheLabelSelectors=true",
+	"--set", "controller.zapLogLevel=debug",
 	"--set", "controller.extraArgs[0]=--zap-encoder=console",
 	"--set", "controller.env[0].name=OTEL_EXPORTER_OTLP_ENDPOINT",
 	"--set", "controller.env[0].value=http://collector:4317",
 	"--set", "controller.allowedLabelDomains[0]=example.com",
-	"--set", "controller.podLabels.team=agents",
-	"--set", "controller.podAnnotations.example\\.com/owner=agents",
-	"--set", "controller.nodeSelector.kubernetes\\.io/os=linux",
-	"--set", "controller.tolerations[0].key=dedicated",
-	"--set", "controller.tolerations[0].operator=Exists",
-	"--set", "controller.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=kubernetes.io/arch",
-	"--set", "controller.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
-	"--set", "controller.priorityClassName=system-cluster-critical",
-	"--set", "controller.resources.limits.cpu=2",
+	"--set", "podLabels.team=agents",
+	"--set", "podAnnotations.example\\.com/owner=agents",
+	"--set", "nodeSelector.kubernetes\\.io/os=linux",
+	"--set", "tolerations[0].key=dedicated",
+	"--set", "tolerations[0].operator=Exists",
+	"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=kubernetes.io/arch",
+	"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+	"--set", "priorityClassName=system-cluster-critical",
+	"--set", "resources.limits.cpu=2",
 	"--set", "imagePullSecrets[0].name=registry",
 	"--set", "router.replicas=3",
 	"--set", "router.flags.authzMode=tokenreview",
@@ -45,7 +45,7 @@ var chartValues = []string{
 	"--set", "router.service.annotations.example\\.com/lb=internal",
 	"--set", "router.podLabels.team=agents",
 	"--set", "metrics.serviceMonitor.enabled=true",
-	"--set", "metrics.serviceMonitor.labels.release=prometheus",
+	"--set", "metrics.serviceMonitor.additionalLabels.release=prometheus",
 	"--set", "metrics.prometheusRule.enabled=true",
 }
 
@@ -187,7 +187,7 @@ func TestHelmToggles(t *testing.T) {
 
 	// The chart's own pod labels win over podLabels: app=sandbox-router is
 	// what the sandboxes' NetworkPolicy admits.
-	objs = decode(t, helmTemplate(t, "--set", "router.podLabels.app=other", "--set", "controller.podLabels.app=other"))
+	objs = decode(t, helmTemplate(t, "--set", "router.podLabels.app=other", "--set", "podLabels.app=other"))
 	for _, d := range []string{"sandbox-router", "agent-sandbox-controller"} {
 		labels, _, _ := unstructured.NestedStringMap(get(t, objs, "Deployment/agent-sandbox-system/"+d).Object,
 			"spec", "template", "metadata", "labels")
@@ -270,26 +270,26 @@ func TestHelmBadValues(t *testing.T) {
 		args []string
 		want []string // all must appear in the error
 	}{
-		{"replicas not a number", []string{"--set", "controller.replicas=two"}, []string{"/controller/replicas", "want integer"}},
+		{"replicas not a number", []string{"--set", "replicaCount=two"}, []string{"/replicaCount", "want integer"}},
 		{"negative replicas", []string{"--set", "router.replicas=-1"}, []string{"/router/replicas"}},
-		{"misspelt controller key", []string{"--set", "controller.replica=2"}, []string{"/controller", "'replica' not allowed"}},
+		{"misspelt controller key", []string{"--set", "controller.leaderElection=true"}, []string{"/controller", "'leaderElection' not allowed"}},
 		{"unknown top-level key", []string{"--set", "extension=true"}, []string{"'extension' not allowed"}},
-		{"unknown flag", []string{"--set", "controller.flags.kubeApiQps=5"}, []string{"/controller/flags", "'kubeApiQps' not allowed"}},
-		{"flag of wrong type", []string{"--set", "controller.flags.kubeAPIBurst=lots"}, []string{"/controller/flags/kubeAPIBurst"}},
-		{"float flag not a number", []string{"--set", "controller.flags.kubeAPIQPS=fast"}, []string{"/controller/flags/kubeAPIQPS"}},
-		{"flag out of range", []string{"--set", "controller.flags.sandboxConcurrentWorkers=0"}, []string{"/controller/flags/sandboxConcurrentWorkers"}},
+		{"unknown flag", []string{"--set", "controller.kubeAPIQPS=5"}, []string{"/controller", "'kubeAPIQPS' not allowed"}},
+		{"flag of wrong type", []string{"--set", "controller.kubeApiBurst=lots"}, []string{"/controller/kubeApiBurst"}},
+		{"float flag not a number", []string{"--set", "controller.kubeApiQps=fast"}, []string{"/controller/kubeApiQps"}},
+		{"flag out of range", []string{"--set", "controller.sandboxConcurrentWorkers=0"}, []string{"/controller/sandboxConcurrentWorkers"}},
 		{"bad duration", []string{"--set", "router.flags.idleSuspendAfter=15 minutes"}, []string{"/router/flags/idleSuspendAfter"}},
 		{"duration as number", []string{"--set", "router.flags.proxyTimeout=30"}, []string{"/router/flags/proxyTimeout"}},
 		{"bad enum", []string{"--set", "router.flags.authzMode=open"}, []string{"/router/flags/authzMode"}},
-		{"bad pull policy", []string{"--set", "controller.image.pullPolicy=Sometimes"}, []string{"/controller/image/pullPolicy"}},
+		{"bad pull policy", []string{"--set", "image.pullPolicy=Sometimes"}, []string{"/image/pullPolicy"}},
 		{"toggle not a boolean", []string{"--set", "router.enabled=maybe"}, []string{"/router/enabled", "want boolean"}},
 		{"servicemonitor toggle", []string{"--set", "metrics.serviceMonitor.enabled=yes"}, []string{"/metrics/serviceMonitor/enabled"}},
-		{"resources typo", []string{"--set", "controller.resources.limit.cpu=1"}, []string{"/controller/resources", "'limit' not allowed"}},
+		{"resources typo", []string{"--set", "resources.limit.cpu=1"}, []string{"/resources", "'limit' not allowed"}},
 		{"port out of range", []string{"--set", "router.service.port=70000"}, []string{"/router/service/port"}},
-		{"pod labels not strings", valuesFile("controller:\n  podLabels:\n    team: [a, b]\n"), []string{"/controller/podLabels/team"}},
+		{"pod labels not strings", valuesFile("podLabels:\n  team: [a, b]\n"), []string{"/podLabels/team"}},
 		{"tolerations not a list", valuesFile("router:\n  tolerations: {key: a}\n"), []string{"/router/tolerations", "want array"}},
-		{"security context not a map", valuesFile("controller:\n  podSecurityContext: restricted\n"), []string{"/controller/podSecurityContext", "want object"}},
-		{"fractional tag as number", valuesFile("controller:\n  image:\n    tag: 1.10\n"), []string{"/controller/image/tag"}},
+		{"security context not a map", valuesFile("podSecurityContext: restricted\n"), []string{"/podSecurityContext"}},
+		{"fractional tag as number", valuesFile("image:\n  tag: 1.10\n"), []string{"/image/tag"}},
 		{"bad label domain", []string{"--set", "controller.allowedLabelDomains[0]=Not A Domain"}, []string{"/controller/allowedLabelDomains/0"}},
 		{"bad admission action", []string{"--set", "admissionPolicy.validationActions={Block}"}, []string{"/admissionPolicy/validationActions/0"}},
 		{"deny and warn together", []string{"--set", "admissionPolicy.validationActions={Deny,Warn}"}, []string{"/admissionPolicy/validationActions"}},

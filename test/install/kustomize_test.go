@@ -113,7 +113,9 @@ func checkInstall(t *testing.T, objs []*unstructured.Unstructured, extensions bo
 	if !slices.Contains(args, "--leader-elect=true") {
 		t.Errorf("controller args %v lack --leader-elect=true", args)
 	}
-	if got := slices.Contains(args, "--extensions"); got != extensions {
+	// The chart passes the reference chart's --extensions=<bool>; the
+	// kustomize base passes the bare flag.
+	if got := slices.Contains(args, "--extensions") || slices.Contains(args, "--extensions=true"); got != extensions {
 		t.Errorf("controller args %v: --extensions present = %v, want %v", args, got, extensions)
 	}
 	c := container(t, ctrl)

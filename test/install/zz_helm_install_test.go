@@ -22,12 +22,12 @@ func TestHelmInstall(t *testing.T) {
 	kc := "--kubeconfig=" + env.Kubeconfig
 
 	// Bad values fail helm install the same way, before any object is sent.
-	if _, err := helm(t, "install", "bad", chart, kc, "-n", Namespace, "--set", "controller.replicas=one"); err == nil ||
-		!strings.Contains(err.Error(), "/controller/replicas") {
-		t.Fatalf("helm install with controller.replicas=one: %v", err)
+	if _, err := helm(t, "install", "bad", chart, kc, "-n", Namespace, "--set", "replicaCount=one"); err == nil ||
+		!strings.Contains(err.Error(), "/replicaCount") {
+		t.Fatalf("helm install with replicaCount=one: %v", err)
 	}
 
-	out, err := helm(t, "install", "agent-sandbox", chart, kc, "-n", Namespace, "--set", "controller.replicas=2")
+	out, err := helm(t, "install", "agent-sandbox", chart, kc, "-n", Namespace, "--set", "replicaCount=2", "--set", "image.repository=localhost/agent-sandbox/controller", "--set", "image.tag=dev")
 	if err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}

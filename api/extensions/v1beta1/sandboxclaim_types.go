@@ -149,6 +149,7 @@ type SandboxClaimStatus struct {
 // +kubebuilder:printcolumn:name="Sandbox",type="string",JSONPath=".status.sandbox.name"
 // +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+// +genclient
 type SandboxClaim struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -104,6 +104,8 @@ type SandboxTemplateSpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion
 // +kubebuilder:resource:shortName=sandboxtemplate
+// +genclient
+// +genclient:noStatus
 type SandboxTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

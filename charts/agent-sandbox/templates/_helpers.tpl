@@ -11,8 +11,23 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end }}
 
 {{/*
+namespace is where every namespaced object goes: namespace.name, or the
+release namespace when that is empty.
+*/}}
+{{- define "agent-sandbox.namespace" -}}
+{{- default .Release.Namespace .Values.namespace.name -}}
+{{- end }}
+
+{{/*
+serviceName is the controller's metrics Service (service.name).
+*/}}
+{{- define "agent-sandbox.serviceName" -}}
+{{- default "agent-sandbox-controller" .Values.service.name -}}
+{{- end }}
+
+{{/*
 image renders "repository:tag" of an image value; the tag defaults to the
-chart's appVersion. Call with (dict "image" .Values.controller.image "root" .).
+chart's appVersion. Call with (dict "image" .Values.image "root" .).
 */}}
 {{- define "agent-sandbox.image" -}}
 {{- printf "%s:%s" .image.repository (.image.tag | toString | default .root.Chart.AppVersion) -}}
@@ -38,12 +53,19 @@ Whole numbers are printed without exponent or fraction, since YAML and
 {{- end }}
 
 {{/*
-The controller flag behind each key of .Values.controller.flags.
+The controller flag behind each flag key of .Values.controller (the
+reference chart's camelCase names, plus this project's own flags).
 */}}
 {{- define "agent-sandbox.controllerFlagNames" -}}
 clusterDomain: cluster-domain
-kubeAPIQPS: kube-api-qps
-kubeAPIBurst: kube-api-burst
+leaderElect: leader-elect
+extensions: extensions
+leaderElectionNamespace: leader-election-namespace
+kubeApiQps: kube-api-qps
+kubeApiBurst: kube-api-burst
+claimSuccessEvents: claim-success-events
+persistClaimObservabilityAnnotations: persist-claim-observability-annotations
+referenceCompatibleWrites: reference-compatible-writes
 sandboxConcurrentWorkers: sandbox-concurrent-workers
 sandboxStatusCoalesceWindow: sandbox-status-coalesce-window
 sandboxWriteBehindWindow: sandbox-write-behind-window

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -83,6 +84,9 @@ type Options struct {
 	// Commit is stamped into the binaries; `git rev-parse HEAD` of
 	// ModuleDir by default, "unknown" outside a git checkout.
 	Commit string
+	// Arch is the GOARCH to build for; the host's by default. Archives of
+	// another architecture are named <image>-<arch>.tar.
+	Arch string
 	// CABundle is the host CA bundle to copy; DefaultCABundle when empty.
 	// A missing file is an error: without it TLS to outside endpoints fails.
 	CABundle string
@@ -111,6 +115,9 @@ func (o *Options) defaults(ctx context.Context) {
 	}
 	if o.CABundle == "" {
 		o.CABundle = DefaultCABundle
+	}
+	if o.Arch == "" {
+		o.Arch = runtime.GOARCH
 	}
 	if o.OutDir == "" {
 		o.OutDir = filepath.Join(o.CacheDir, "images")
@@ -146,15 +153,18 @@ func Build(ctx context.Context, o Options, names ...string) ([]Built, error) {
 	var out []Built
 	for _, n := range names {
 		b := binaries[n]
-		bin := filepath.Join(o.CacheDir, "bin", b.file)
-		if err := images.GoBinary(ctx, o.ModuleDir, b.pkg, bin, b.ldflags(o.Version, o.Commit)...); err != nil {
+		bin, path := filepath.Join(o.CacheDir, "bin", b.file), filepath.Join(o.OutDir, n+".tar")
+		if o.Arch != runtime.GOARCH {
+			bin, path = bin+"-"+o.Arch, filepath.Join(o.OutDir, n+"-"+o.Arch+".tar")
+		}
+		if err := images.GoBinaryArch(ctx, o.ModuleDir, b.pkg, bin, o.Arch, b.ldflags(o.Version, o.Commit)...); err != nil {
 			return out, fmt.Errorf("image %s: %w", n, err)
 		}
 		spec, err := ImageSpec(n, o, bin)
 		if err != nil {
 			return out, err
 		}
-		path := filepath.Join(o.OutDir, n+".tar")
+		spec.Architecture = o.Arch
 		digest, err := images.WriteTarball(spec, path)
 		if err != nil {
 			return out, fmt.Errorf("image %s: %w", n, err)
