@@ -32,14 +32,20 @@ export class ScriptedModel {
 }
 
 export async function runAgent(client, { warmpool, namespace, task }) {
-  await using sandbox = await client.createSandbox({ warmpool, namespace });
-  const tool = pythonTool(sandbox);
-  const model = new ScriptedModel(task);
-  let result;
-  for (;;) {
-    const move = model.next(result);
-    if (move.answer !== undefined) return move.answer;
-    result = await tool.call(move.args);
+  // Plain JavaScript on Node 20 has no `await using`; TypeScript (or Node
+  // >= 24) can write `await using sandbox = ...` instead of this finally.
+  const sandbox = await client.createSandbox({ warmpool, namespace });
+  try {
+    const tool = pythonTool(sandbox);
+    const model = new ScriptedModel(task);
+    let result;
+    for (;;) {
+      const move = model.next(result);
+      if (move.answer !== undefined) return move.answer;
+      result = await tool.call(move.args);
+    }
+  } finally {
+    await sandbox.terminate();
   }
 }
 

@@ -64,10 +64,19 @@ func TestAdmissionRefusesPrivilegedSandbox(t *testing.T) {
 	if !apierrors.IsInvalid(err) {
 		t.Errorf("want an Invalid error, got %v", err)
 	}
-	for _, field := range []string{"spec.podTemplate.spec.containers[0].securityContext.privileged", "spec.podTemplate.spec.hostNetwork"} {
-		if !strings.Contains(err.Error(), field) {
-			t.Errorf("refusal does not name %s:\n%v", field, err)
-		}
+	// The policy reports the first rule a spec breaks: privileged here.
+	if field := "spec.podTemplate.spec.containers[0].securityContext.privileged"; !strings.Contains(err.Error(), field) {
+		t.Errorf("refusal does not name %s:\n%v", field, err)
+	}
+	hostNet := privilegedSandbox(ns, "host-network")
+	hostNet.Spec.PodTemplate.Spec.Containers[0].SecurityContext = nil
+	err = c.Create(ctx, hostNet)
+	if err == nil {
+		_ = c.Delete(ctx, hostNet)
+		t.Fatal("the cluster accepted a host-network Sandbox")
+	}
+	if field := "spec.podTemplate.spec.hostNetwork"; !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), field) {
+		t.Errorf("host-network refusal is not Invalid or does not name %s:\n%v", field, err)
 	}
 
 	sb := privilegedSandbox(ns, "via-template")

@@ -32,10 +32,20 @@ func typescriptSDK(t *testing.T) string {
 	return examples
 }
 
-// runNode runs a Node script from dir with the local cluster's kubeconfig.
+// runNode runs a Node script with the local cluster's kubeconfig. A script
+// outside dir is evaluated as a module from dir, so that its imports resolve
+// against dir's node_modules (Node resolves a file's imports from the file's
+// own directory).
 func runNode(t *testing.T, dir, script string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command("node", script)
+	if filepath.IsAbs(script) {
+		src, err := os.ReadFile(script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = exec.Command("node", "--input-type=module", "-e", string(src))
+	}
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), env...), "KUBECONFIG="+cluster.KubeconfigPath())
 	out, err := cmd.CombinedOutput()
@@ -73,6 +83,7 @@ func TestTypeScriptSDKOnGVisor(t *testing.T) {
 		Streamed      string `json:"streamed"`
 		StreamChunks  int    `json:"streamChunks"`
 		StreamExit    int    `json:"streamExit"`
+		DisposedGone  bool   `json:"disposedClaimGone"`
 		TTI           struct {
 			Count, Warm        int
 			P50, P90, P99, Max float64
@@ -89,6 +100,9 @@ func TestTypeScriptSDKOnGVisor(t *testing.T) {
 	}
 	if res.Streamed != "0\n1\n2\necho:ping\n" || res.StreamExit != 0 {
 		t.Errorf("streaming run: stdout %q, exit %d", res.Streamed, res.StreamExit)
+	}
+	if !res.DisposedGone {
+		t.Error("Symbol.asyncDispose left the claim behind")
 	}
 	if res.TTI.Count != claims || res.TTI.Warm != claims {
 		t.Errorf("%d claims measured, %d warm, want %d warm", res.TTI.Count, res.TTI.Warm, claims)

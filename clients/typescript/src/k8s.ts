@@ -232,6 +232,17 @@ export class KubeHelper {
     return this.getCustom(SANDBOX_API_GROUP, SANDBOX_API_VERSION, SANDBOX_PLURAL, name, namespace, "Sandbox");
   }
 
+  /** Read any namespaced custom object (undefined when it does not exist). */
+  async getObject(o: {
+    group: string;
+    version: string;
+    plural: string;
+    name: string;
+    namespace: string;
+  }): Promise<KubeObject | undefined> {
+    return this.getCustom(o.group, o.version, o.plural, o.name, o.namespace, o.plural);
+  }
+
   private async getCustom(
     group: string,
     version: string,

@@ -3,7 +3,6 @@
 // to interactive (claim created → first command output) over COUNT warm
 // claims through the router address, paced so the pool is full before each
 // claim. Prints one JSON line with the results.
-import * as k8s from "@kubernetes/client-node";
 import { SandboxClient } from "@agent-sandbox/sdk";
 
 const namespace = process.env.NAMESPACE;
@@ -26,7 +25,7 @@ const out = {};
 const router = { kind: "direct", apiUrl: process.env.ROUTER_URL };
 {
   const client = new SandboxClient({ connection: router });
-  await using sandbox = await client.createSandbox({ warmpool, namespace });
+  const sandbox = await client.createSandbox({ warmpool, namespace });
   const proc = await sandbox.commands.start(["python3", "-u", "-c", "import sys\nfor i in range(3): print(i)\nprint('echo:' + sys.stdin.readline().strip())"]);
   await proc.writeStdin("ping\n");
   const chunks = [];
@@ -34,21 +33,22 @@ const router = { kind: "direct", apiUrl: process.env.ROUTER_URL };
   out.streamed = chunks.filter((c) => c.stream === "stdout").map((c) => c.text).join("");
   out.streamChunks = chunks.length;
   out.streamExit = await proc.exitCode;
+  const claimName = sandbox.claimName;
+  await sandbox[Symbol.asyncDispose](); // what `await using` calls
+  out.disposedClaimGone = typeof claimName === "string" && !(await client.listSandboxes(namespace)).includes(claimName);
 }
 
 // 3. Time to interactive over `count` warm claims.
-const kc = new k8s.KubeConfig();
-kc.loadFromDefault();
-const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+const client = new SandboxClient({ connection: router });
+const get = (group, plural, name) => client.k8s.getObject({ group, version: "v1beta1", plural, name, namespace });
 async function poolFull() {
   for (let i = 0; i < 600; i++) {
-    const p = await custom.getNamespacedCustomObject({ group: "extensions.agents.x-k8s.io", version: "v1beta1", namespace, plural: "sandboxwarmpools", name: warmpool });
-    if ((p.status?.readyReplicas ?? 0) >= (p.spec?.replicas ?? 1)) return;
+    const p = await get("extensions.agents.x-k8s.io", "sandboxwarmpools", warmpool);
+    if ((p?.status?.readyReplicas ?? 0) >= (p?.spec?.replicas ?? 1)) return;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error("the pool did not refill within 60 s");
 }
-const client = new SandboxClient({ connection: router });
 const tti = [];
 let warm = 0;
 for (let i = 0; i < count; i++) {
@@ -58,8 +58,8 @@ for (let i = 0; i < count; i++) {
   const r = await sandbox.commands.run("true");
   tti.push(performance.now() - t0);
   if (r.exitCode !== 0) throw new Error(`claim ${i}: exit ${r.exitCode}`);
-  const sb = await custom.getNamespacedCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", namespace, plural: "sandboxes", name: sandbox.sandboxId });
-  if ((sb.metadata?.labels ?? {})["agents.x-k8s.io/launch-type"] === "warm") warm++;
+  const sb = await get("agents.x-k8s.io", "sandboxes", sandbox.sandboxId);
+  if ((sb?.metadata?.labels ?? {})["agents.x-k8s.io/launch-type"] === "warm") warm++;
   await sandbox.terminate();
 }
 tti.sort((a, b) => a - b);
