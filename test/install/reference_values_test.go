@@ -137,7 +137,7 @@ func TestHelmReferenceValues(t *testing.T) {
 	get(t, objs, "Namespace//"+refNamespace)
 	for _, o := range objs {
 		switch o.GetKind() {
-		case "Namespace", "ClusterRole", "ClusterRoleBinding":
+		case "Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			continue
 		}
 		if o.GetNamespace() != refNamespace {
@@ -201,8 +201,17 @@ func TestHelmReferenceValues(t *testing.T) {
 	expect("container securityContext.runAsUser (containerSecurityContext)", csc["runAsUser"], int64(1234))
 	expect("container securityContext.capabilities (containerSecurityContext)", csc["capabilities"], map[string]any{"drop": []any{"ALL"}})
 
-	// controller.<flag>: one --flag=value each, and extraArgs after them.
+	// controller.<flag>: one --flag=value each, and extraArgs after them;
+	// the conversion webhook's flags come first, its Service name and
+	// namespace always passed, as the reference chart does.
 	args, _, _ := unstructured.NestedStringSlice(c, "args")
+	webhookArgs := []string{"--enable-webhook=true", "--webhook-service-name=my-webhook-service",
+		"--webhook-namespace=" + refNamespace, "--webhook-port=9443", "--manage-webhook-certs=true"}
+	if len(args) < len(webhookArgs) || !slices.Equal(args[:len(webhookArgs)], webhookArgs) {
+		t.Errorf("controller args %v: want the webhook flags %v first", args, webhookArgs)
+	} else {
+		args = args[len(webhookArgs):]
+	}
 	wantArgs := []string{
 		"--leader-elect=false", "--extensions=true", "--cluster-domain=corp.local", "--leader-election-namespace=agents-ref",
 		"--enable-tracing=true", "--enable-pprof=true", "--enable-pprof-debug=true", "--pprof-block-profile-rate=2000000",
@@ -226,12 +235,11 @@ func TestHelmReferenceValues(t *testing.T) {
 	// flag must be one the binary defines.
 	checkControllerAccepts(t, args)
 
-	// webhookServiceName: no webhook here, so no Service and no flag of
-	// that name (docs/compatibility.md); it must not break the install.
-	for _, o := range objs {
-		if o.GetName() == "my-webhook-service" {
-			t.Errorf("%s rendered from webhookServiceName, but no webhook is served", key(o))
-		}
+	// webhookServiceName: the conversion webhook's Service, in namespace.name,
+	// sending 443 to the controller's webhook port.
+	whSvc := get(t, objs, "Service/"+refNamespace+"/my-webhook-service")
+	if sel, _, _ := unstructured.NestedStringMap(whSvc.Object, "spec", "selector"); sel["app"] != "agent-sandbox-controller" {
+		t.Errorf("webhook Service selects %v, want the controller Pods", sel)
 	}
 	// service.name: the metrics Service, selected by the ServiceMonitor and
 	// named in the alert.

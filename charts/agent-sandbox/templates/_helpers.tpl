@@ -143,7 +143,7 @@ always passed (the CRDs' clientConfig is patched to match them).
 {{- define "agent-sandbox.webhookArgs" -}}
 - "--enable-webhook={{ .Values.webhook.enabled }}"
 - "--webhook-service-name={{ .Values.webhookServiceName }}"
-- "--webhook-namespace={{ .Release.Namespace }}"
+- "--webhook-namespace={{ include "agent-sandbox.namespace" . }}"
 {{- if .Values.webhook.enabled }}
 - "--webhook-port={{ .Values.webhook.port }}"
 - "--manage-webhook-certs={{ .Values.webhook.manageCerts }}"
