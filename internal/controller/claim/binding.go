@@ -105,7 +105,7 @@ func (r *Reconciler) findBound(ctx context.Context, claim *extv1beta1.SandboxCla
 			unjudged = true
 			continue
 		default:
-			r.refuse(ctx, claim, sb, o, why)
+			r.refuse(ctx, claim, sb, src, o, why)
 			continue
 		}
 		found++

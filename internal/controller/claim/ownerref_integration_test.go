@@ -142,7 +142,8 @@ func TestPlantedClaimSandboxNeverBound(t *testing.T) {
 	for _, name := range []string{"warm", "cold"} {
 		sb := w.waitReady(name)
 		if n, isBad := bad[sb.UID]; isBad {
-			t.Fatalf("claim %s is bound to the planted sandbox %s", name, n)
+			t.Errorf("claim %s is bound to the planted sandbox %s", name, n)
+			continue
 		}
 		w.assertClean(name, sb)
 	}

@@ -102,7 +102,7 @@ func warmRendering(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTempl
 // a Warning event is queued for after the status write, once per Sandbox.
 // A failed delete is logged, not fatal: the claim is served meanwhile and
 // the next pass, which finds the impostor in the index again, retries.
-func (r *Reconciler) refuse(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, o origin, why string) {
+func (r *Reconciler) refuse(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, src *warmSource, o origin, why string) {
 	if sb.DeletionTimestamp != nil {
 		return // already going (most likely our own earlier delete)
 	}
@@ -111,16 +111,11 @@ func (r *Reconciler) refuse(ctx context.Context, claim *extv1beta1.SandboxClaim,
 	action := "Binding"
 	if o == impostor {
 		action = "Deleting"
-		uid, rv := sb.UID, sb.ResourceVersion
-		err := r.client.Delete(ctx, sb, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-		switch {
-		case err == nil:
-			note += "; deleted it"
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// Gone, or changed since we judged it: the next pass judges
-			// the new version.
-		default:
+		switch deleted, err := r.deleteImpostor(ctx, claim, sb, src); {
+		case err != nil:
 			logger.Error(err, "cannot delete a Sandbox impersonating the claim's", "sandbox", sb.Name)
+		case deleted:
+			note += "; deleted it"
 		}
 	}
 	logger.Info("refusing a Sandbox that names the claim as its controller", "sandbox", sb.Name, "reason", why)
@@ -133,6 +128,37 @@ func (r *Reconciler) refuse(ctx context.Context, claim *extv1beta1.SandboxClaim,
 			st.refused[sb.UID] = &refusal{sandbox: ref, action: action, note: note}
 		}
 	})
+}
+
+// deleteImpostor deletes exactly the version of sb that was judged (UID and
+// resourceVersion preconditions). A conflict (the Sandbox controller wrote
+// its status meanwhile, say) re-reads it from the apiserver and judges
+// again, a few times: once the claim is bound later passes do not look at
+// the owner index, so this pass is the one that cleans up.
+func (r *Reconciler) deleteImpostor(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, src *warmSource) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		uid, rv := sb.UID, sb.ResourceVersion
+		err := r.client.Delete(ctx, sb, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case !apierrors.IsConflict(err) || attempt+1 >= maxAdoptAttempts:
+			return false, fmt.Errorf("deleting sandbox %q: %w", sb.Name, err)
+		}
+		fresh := &sandboxv1beta1.Sandbox{}
+		if err := r.api.Get(ctx, client.ObjectKeyFromObject(sb), fresh); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if fresh.UID != uid || fresh.DeletionTimestamp != nil {
+			return false, nil
+		}
+		if o, _ := judgeClaimed(fresh, claim, src); o != impostor {
+			return false, nil
+		}
+		sb = fresh
+	}
 }
 
 // refusal is a refused Sandbox and whether its event went out.
