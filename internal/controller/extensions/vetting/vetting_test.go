@@ -157,7 +157,9 @@ func TestSpecMatches(t *testing.T) {
 		"annotation": func(s *sandboxv1beta1.SandboxSpec) {
 			s.PodTemplate.ObjectMeta.Annotations = map[string]string{"x": "y"}
 		},
-		"volume":   func(s *sandboxv1beta1.SandboxSpec) { s.VolumeClaimTemplates = []sandboxv1beta1.PersistentVolumeClaimTemplate{{}} },
+		"volume": func(s *sandboxv1beta1.SandboxSpec) {
+			s.VolumeClaimTemplates = []sandboxv1beta1.PersistentVolumeClaimTemplate{{}}
+		},
 		"service":  func(s *sandboxv1beta1.SandboxSpec) { s.Service = ptr.To(true) },
 		"shutdown": func(s *sandboxv1beta1.SandboxSpec) { s.ShutdownTime = &metav1.Time{} },
 		"mode":     func(s *sandboxv1beta1.SandboxSpec) { s.OperatingMode = sandboxv1beta1.OperatingModeSuspended },
