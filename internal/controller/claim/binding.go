@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,10 +49,16 @@ func (r *Reconciler) forgetBinding(claim *extv1beta1.SandboxClaim) {
 //  3. the controller-owner index: after a crash between the adoption patch
 //     and the status write, the Sandbox's owner reference is the record.
 //
-// Ownership (the claim's UID as controller) is always what counts, never a
+// Ownership (the claim's UID as controller) is always required, never a
 // name: a Sandbox named in status but controlled by someone else is not
-// bound.
-func (r *Reconciler) findBound(ctx context.Context, claim *extv1beta1.SandboxClaim) (*sandboxv1beta1.Sandbox, error) {
+// bound. Sources 1 and 2 are the controller's own writes (claim status is
+// a subresource only the controller writes). Source 3 is not: anyone who
+// may create a Sandbox can name the claim's UID as its controller, so a
+// Sandbox found only there must also prove it was made by this controller
+// for this claim (judgeClaimed); one that does not is refused (refuse).
+// src is the claim's pool and template (nil or without template when
+// unavailable, with srcErr saying why).
+func (r *Reconciler) findBound(ctx context.Context, claim *extv1beta1.SandboxClaim, src *warmSource, srcErr error) (*sandboxv1beta1.Sandbox, error) {
 	if name := claim.Status.SandboxStatus.Name; name != "" {
 		sb, err := r.getSandbox(ctx, claim.Namespace, name)
 		if err != nil {
@@ -89,8 +96,19 @@ func (r *Reconciler) findBound(ctx context.Context, claim *extv1beta1.SandboxCla
 	}
 	// Prefer a live Sandbox over one being deleted, then the oldest.
 	var best *sandboxv1beta1.Sandbox
+	found, unjudged := 0, false
 	for i := range list.Items {
 		sb := &list.Items[i]
+		switch o, why := judgeClaimed(sb, claim, src); o {
+		case ours:
+		case unknown:
+			unjudged = true
+			continue
+		default:
+			r.refuse(ctx, claim, sb, src, o, why)
+			continue
+		}
+		found++
 		switch {
 		case best == nil:
 			best = sb
@@ -102,10 +120,18 @@ func (r *Reconciler) findBound(ctx context.Context, claim *extv1beta1.SandboxCla
 			best = sb
 		}
 	}
-	if len(list.Items) > 1 {
+	if best == nil && unjudged {
+		// A Sandbox that may be the claim's own cannot be judged without
+		// the template; taking another one could give the claim two.
+		if srcErr == nil {
+			srcErr = errors.New("the claim's template is unavailable")
+		}
+		return nil, fmt.Errorf("cannot tell whether a Sandbox controlled by the claim is its own: %w", srcErr)
+	}
+	if found > 1 {
 		// Not expected to happen; report it loudly rather than pick silently.
-		log.FromContext(ctx).Error(nil, "claim controls more than one sandbox", "count", len(list.Items), "using", best.Name)
-		r.warn(claim, "MultipleSandboxes", "Binding", fmt.Sprintf("claim controls %d Sandboxes; using %q", len(list.Items), best.Name))
+		log.FromContext(ctx).Error(nil, "claim controls more than one sandbox", "count", found, "using", best.Name)
+		r.warn(claim, "MultipleSandboxes", "Binding", fmt.Sprintf("claim controls %d Sandboxes; using %q", found, best.Name))
 	}
 	if best != nil {
 		r.remember(claim, best)
@@ -178,11 +204,26 @@ func (r *Reconciler) removeLegacyAssignment(ctx context.Context, claim *extv1bet
 }
 
 // checkNameClash refuses a cold create when a Sandbox named like the claim
-// exists and is not the claim's: it may be a tenant's own Sandbox.
-func (r *Reconciler) checkNameClash(ctx context.Context, claim *extv1beta1.SandboxClaim) error {
+// exists and is not the claim's: it may be a tenant's own Sandbox. A
+// Sandbox there that names the claim as its controller is the claim's only
+// if findBound (which ran first, on the same cache) accepted it; here it is
+// one it refused: a deleted impostor makes the claim wait until the name is
+// free, anything else is a clash like any foreign Sandbox.
+func (r *Reconciler) checkNameClash(ctx context.Context, claim *extv1beta1.SandboxClaim, src *warmSource) error {
 	sb, err := r.getSandbox(ctx, claim.Namespace, claim.Name)
-	if err != nil || sb == nil || controlledBy(sb, claim) {
+	if err != nil || sb == nil {
 		return err
+	}
+	if controlledBy(sb, claim) {
+		o, _ := judgeClaimed(sb, claim, src)
+		switch {
+		case o == ours:
+			// Our own, which findBound's view did not show yet: bind it
+			// next pass rather than adopt or create a second one.
+			return errCreatePending()
+		case o == impostor && (sb.DeletionTimestamp != nil || r.isRefused(claim, sb.UID)):
+			return errCreatePending()
+		}
 	}
 	// Reported as ReconcilerError with a Warning event after the status
 	// write (reportFailure).

@@ -76,8 +76,13 @@ func buildColdSandbox(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTe
 // not seen an earlier create yet (the binding lookups ran first and found
 // nothing): report SandboxCreatePending and look again shortly, never
 // create under another name.
-func (r *Reconciler) createCold(ctx context.Context, claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTemplate) (*sandboxv1beta1.Sandbox, error) {
-	sb, err := buildColdSandbox(claim, tmpl)
+//
+// The existing Sandbox is taken only if it proves to be the claim's own
+// (judgeClaimed): a name and an owner reference are the tenant's to write.
+// Anything else is left to the next pass, whose findBound refuses it and
+// whose checkNameClash reports the clash.
+func (r *Reconciler) createCold(ctx context.Context, claim *extv1beta1.SandboxClaim, src *warmSource) (*sandboxv1beta1.Sandbox, error) {
+	sb, err := buildColdSandbox(claim, src.tmpl)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +90,9 @@ func (r *Reconciler) createCold(ctx context.Context, claim *extv1beta1.SandboxCl
 		if apierrors.IsAlreadyExists(err) {
 			var existing sandboxv1beta1.Sandbox
 			if gerr := r.client.Get(ctx, client.ObjectKeyFromObject(sb), &existing); gerr == nil && controlledBy(&existing, claim) {
-				return &existing, nil
+				if o, _ := judgeClaimed(&existing, claim, src); o == ours {
+					return &existing, nil
+				}
 			}
 			return nil, errCreatePending()
 		}

@@ -197,6 +197,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if werr != nil {
 		return ctrl.Result{}, werr
 	}
+	// A refused Sandbox is a fact about that Sandbox, not about this
+	// pass's status, so its event goes out after any successful write
+	// (or none needed), once per Sandbox.
+	r.reportRefusals(&claim)
 	if authoritative {
 		if readyReason(&claim) == extv1beta1.ClaimReasonClaimExpired && readyReason(&claim) != reasonOf(old) {
 			r.event(&claim, corev1.EventTypeNormal, extv1beta1.ClaimReasonClaimExpired, "Claim Expired", "Claim expired")
@@ -316,11 +320,13 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 	if err := validateAdditionalPodMetadata(claim.Spec.AdditionalPodMetadata, r.opts.AllowedLabelDomains); err != nil {
 		return nil, 0, errInvalidMetadata(err)
 	}
-	sb, err := r.findBound(ctx, claim)
+	// The pool and template come first: findBound needs them to tell the
+	// claim's own Sandbox from one merely naming the claim as its owner.
+	src, srcErr := r.warmSource(ctx, claim)
+	sb, err := r.findBound(ctx, claim, src, srcErr)
 	if err != nil {
 		return nil, 0, err
 	}
-	src, srcErr := r.warmSource(ctx, claim)
 	if sb != nil {
 		if err := r.recordAssignment(ctx, claim, sb); err != nil {
 			return sb, 0, err
@@ -333,7 +339,7 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 			return sb, 0, err
 		}
 	}
-	if err := r.checkNameClash(ctx, claim); err != nil {
+	if err := r.checkNameClash(ctx, claim, src); err != nil {
 		return nil, 0, err
 	}
 	if src == nil {
@@ -360,7 +366,7 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 	if src.tmpl == nil {
 		return nil, 0, srcErr
 	}
-	sb, err = r.createCold(ctx, claim, src.tmpl)
+	sb, err = r.createCold(ctx, claim, src)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -39,6 +39,10 @@ type claimState struct {
 	// conflict.
 	written     *extv1beta1.SandboxClaimStatus
 	writtenOver string
+	// refused are the Sandboxes that named the claim as their controller
+	// but were not made for it (provenance.go), by UID, so each gets one
+	// Warning event.
+	refused map[types.UID]*refusal
 }
 
 type binding struct {

@@ -23,14 +23,17 @@
 package vetting
 
 import (
+	"maps"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 // Verdict is what a pool-controlled Sandbox turns out to be.
@@ -210,4 +213,61 @@ func (r *Registry) Len(poolUID types.UID) int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return len(r.pools[poolUID])
+}
+
+// Claimed Sandboxes. A claim finds its Sandbox by status (written only by
+// the controller) or by this process's memory, and otherwise by an owner
+// reference or by its name, neither of which a tenant is kept from writing:
+// anyone allowed to create a Sandbox can name a claim (UIDs are readable) as
+// its controller. Such a Sandbox is the claim's only if its content is what
+// the controller renders for the claim (the caller renders it, warm or
+// cold) and it was never edited: same reasoning as for pool members.
+
+// IsRenderedAs reports whether sb is want's rendering, never edited after
+// creation: generation 1 and SpecMatches.
+func IsRenderedAs(want *sandboxv1beta1.SandboxSpec, sb *sandboxv1beta1.Sandbox) bool {
+	return !Edited(sb) && SpecMatches(want, &sb.Spec)
+}
+
+// SpecMatches compares a Sandbox spec with the one the controller rendered,
+// semantically (unset and empty collections are equal):
+//
+//   - the pod spec as a whole (the rendering already carries the secure
+//     defaults, so an injected env var or a mounted token is a difference);
+//   - the user-visible pod labels and annotations; system keys
+//     (agents.x-k8s.io/...) are the controller's bookkeeping and the
+//     Sandbox controller never copies them to the Pod;
+//   - volume claim templates in full, the service toggle, no expiry and
+//     the default operating mode (the apiserver defaults "" to Running).
+//
+// ShutdownPolicy is not compared: it is defaulted by the apiserver and has
+// no effect without a shutdown time.
+func SpecMatches(want, got *sandboxv1beta1.SandboxSpec) bool {
+	if !equality.Semantic.DeepEqual(want.ShutdownTime, got.ShutdownTime) {
+		return false
+	}
+	if m := got.OperatingMode; m != "" && m != sandboxv1beta1.OperatingModeRunning {
+		return false
+	}
+	if !equality.Semantic.DeepEqual(want.PodTemplate.Spec, got.PodTemplate.Spec) {
+		return false
+	}
+	wm, gm := want.PodTemplate.ObjectMeta, got.PodTemplate.ObjectMeta
+	if !maps.Equal(userKeys(wm.Labels), userKeys(gm.Labels)) || !maps.Equal(userKeys(wm.Annotations), userKeys(gm.Annotations)) {
+		return false
+	}
+	if !equality.Semantic.DeepEqual(want.VolumeClaimTemplates, got.VolumeClaimTemplates) {
+		return false
+	}
+	return equality.Semantic.DeepEqual(want.Service, got.Service)
+}
+
+func userKeys(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !labels.IsSystemKey(k) {
+			out[k] = v
+		}
+	}
+	return out
 }

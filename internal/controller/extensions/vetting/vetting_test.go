@@ -123,3 +123,57 @@ func BenchmarkJudge(b *testing.B) {
 		}
 	})
 }
+
+// SpecMatches is the content half of the claimed-Sandbox check: every
+// difference a tenant could plant is one, the controller's own bookkeeping
+// and the apiserver's defaults are not.
+func TestSpecMatches(t *testing.T) {
+	want := rendered(tmpl("img:1"), "a").Spec
+	want.PodTemplate.ObjectMeta.Labels = map[string]string{"team": "a"}
+	same := func(edit func(*sandboxv1beta1.SandboxSpec)) bool {
+		got := want.DeepCopy()
+		edit(got)
+		return SpecMatches(&want, got)
+	}
+	for name, edit := range map[string]func(*sandboxv1beta1.SandboxSpec){
+		"system label": func(s *sandboxv1beta1.SandboxSpec) {
+			s.PodTemplate.ObjectMeta.Labels["agents.x-k8s.io/claim-uid"] = "u"
+		},
+		"defaulted mode": func(s *sandboxv1beta1.SandboxSpec) { s.OperatingMode = sandboxv1beta1.OperatingModeRunning },
+		"empty annotations": func(s *sandboxv1beta1.SandboxSpec) {
+			s.PodTemplate.ObjectMeta.Annotations = map[string]string{}
+		},
+	} {
+		if !same(edit) {
+			t.Errorf("%s: a difference that is not one", name)
+		}
+	}
+	for name, edit := range map[string]func(*sandboxv1beta1.SandboxSpec){
+		"env": func(s *sandboxv1beta1.SandboxSpec) {
+			s.PodTemplate.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PLANTED", Value: "x"}}
+		},
+		"token":      func(s *sandboxv1beta1.SandboxSpec) { s.PodTemplate.Spec.AutomountServiceAccountToken = ptr.To(true) },
+		"user label": func(s *sandboxv1beta1.SandboxSpec) { s.PodTemplate.ObjectMeta.Labels["team"] = "b" },
+		"annotation": func(s *sandboxv1beta1.SandboxSpec) {
+			s.PodTemplate.ObjectMeta.Annotations = map[string]string{"x": "y"}
+		},
+		"volume": func(s *sandboxv1beta1.SandboxSpec) {
+			s.VolumeClaimTemplates = []sandboxv1beta1.PersistentVolumeClaimTemplate{{}}
+		},
+		"service":  func(s *sandboxv1beta1.SandboxSpec) { s.Service = ptr.To(true) },
+		"shutdown": func(s *sandboxv1beta1.SandboxSpec) { s.ShutdownTime = &metav1.Time{} },
+		"mode":     func(s *sandboxv1beta1.SandboxSpec) { s.OperatingMode = sandboxv1beta1.OperatingModeSuspended },
+	} {
+		if same(edit) {
+			t.Errorf("%s: a planted difference is not seen", name)
+		}
+	}
+	sb := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: *want.DeepCopy()}
+	if IsRenderedAs(&want, sb) {
+		t.Error("an edited Sandbox counts as a rendering")
+	}
+	sb.Generation = 1
+	if !IsRenderedAs(&want, sb) {
+		t.Error("an unedited rendering is refused")
+	}
+}
