@@ -29,10 +29,11 @@ import (
 const chainPrefix = "AGENTSBX-"
 
 type chain struct {
-	table string
-	name  string
-	hooks []string // built-in chains that jump to it
-	rules [][]string
+	table  string
+	name   string
+	hooks  []string // built-in chains that jump to it
+	append bool     // hook at the end of the built-in chain instead of the start
+	rules  [][]string
 }
 
 func (c Config) chains() []chain {
@@ -41,11 +42,19 @@ func (c Config) chains() []chain {
 	return []chain{
 		{table: "nat", name: chainPrefix + "SERVICES", hooks: []string{"PREROUTING", "OUTPUT"},
 			rules: [][]string{{"-d", svc, "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", api}}},
+		// Pod traffic stays on the bridge. Bridge-to-bridge traffic RETURNs so
+		// that kube-router's NetworkPolicy chains and kube-proxy's rules (later
+		// in FORWARD) see it; FORWARD-ACCEPT, appended last, then accepts what
+		// they let through even where the FORWARD policy is DROP.
 		{table: "filter", name: chainPrefix + "FORWARD", hooks: []string{"FORWARD"},
 			rules: [][]string{
-				{"-i", c.Bridge, "-o", c.Bridge, "-j", "ACCEPT"},
+				{"-i", c.Bridge, "-o", c.Bridge, "-j", "RETURN"},
 				{"-i", c.Bridge, "-j", "DROP"},
 				{"-o", c.Bridge, "-j", "DROP"},
+			}},
+		{table: "filter", name: chainPrefix + "FORWARD-ACCEPT", hooks: []string{"FORWARD"}, append: true,
+			rules: [][]string{
+				{"-i", c.Bridge, "-o", c.Bridge, "-j", "ACCEPT"},
 			}},
 		{table: "filter", name: chainPrefix + "INPUT", hooks: []string{"INPUT"},
 			rules: [][]string{
@@ -124,6 +133,18 @@ func (c *Cluster) ensureNetwork() error {
 				"cannot install iptables chain %s", ch.name)
 		}
 	}
+	// ClusterIP traffic between pods is routed by the host (pod -> DNAT ->
+	// pod, in and out of the bridge), so it needs forwarding; bridged
+	// replies must pass iptables too, or conntrack cannot undo the DNAT
+	// and NetworkPolicies would not see pod-to-pod traffic. Both are
+	// recorded before and restored by Down; the FORWARD guard above keeps
+	// forwarded pod traffic on the bridge.
+	for _, kv := range [][2]string{{"net/ipv4/ip_forward", "1"}, {"net/bridge/bridge-nf-call-iptables", "1"}} {
+		if err := os.WriteFile(filepath.Join("/proc/sys", kv[0]), []byte(kv[1]), 0o644); err != nil {
+			return userError(err, "load br_netfilter (`modprobe br_netfilter`) and run as root",
+				"cannot set %s=%s", strings.ReplaceAll(kv[0], "/", "."), kv[1])
+		}
+	}
 	return c.writeCNIConfig()
 }
 
@@ -158,7 +179,11 @@ func ensureChain(iptables string, ch chain) error {
 		if _, err := run(iptables, "-w", "-t", ch.table, "-C", hook, "-j", ch.name); err == nil {
 			continue
 		}
-		if _, err := run(iptables, "-w", "-t", ch.table, "-I", hook, "1", "-j", ch.name); err != nil {
+		pos := []string{"-I", hook, "1"}
+		if ch.append {
+			pos = []string{"-A", hook}
+		}
+		if _, err := run(iptables, append(append([]string{"-w", "-t", ch.table}, pos...), "-j", ch.name)...); err != nil {
 			return err
 		}
 	}
@@ -239,6 +264,9 @@ var trackedSysctls = []string{
 	"kernel/keys/root_maxkeys",
 	"kernel/keys/root_maxbytes",
 	"net/ipv4/ip_forward",
+	"net/bridge/bridge-nf-call-iptables",
+	"net/ipv4/conf/all/route_localnet",
+	"net/netfilter/nf_conntrack_max",
 }
 
 // recordSysctls saves the current values unless a record exists already

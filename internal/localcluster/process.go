@@ -41,6 +41,7 @@ type procSpec struct {
 	args        []string
 	env         []string
 	configFiles []string // contents are part of the definition hash
+	cpuGroup    string   // CPU cgroup the process (and its children) runs in; see cgroups.go
 }
 
 // hash identifies the spec: a change restarts the component on the next Up.
@@ -171,6 +172,14 @@ func (c Config) startDetached(spec procSpec) (*running, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.name, err)
+	}
+	if spec.cpuGroup != "" {
+		// Right after the start: what it spawns from here on (containerd's
+		// shims) inherits the group. Precedence is a tuning, not a
+		// requirement, so a host without a cpu controller still runs.
+		if err := joinCPUGroup(spec.cpuGroup, cmd.Process.Pid); err != nil {
+			fmt.Fprintf(logf, "---- not placed in cpu cgroup %s: %v\n", spec.cpuGroup, err)
+		}
 	}
 	st, err := readProcStat(cmd.Process.Pid)
 	if err != nil {
