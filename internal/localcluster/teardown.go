@@ -205,6 +205,15 @@ func (c *Cluster) FindLeftovers() (Leftovers, error) {
 			}
 		}
 	}
+	if ip6t, err := lookPath("ip6tables-save"); err == nil {
+		if out, err := run(ip6t); err == nil { // fails without IPv6 netfilter: then nothing was installed
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, addonChainPrefix) || strings.Contains(line, chainPrefix) {
+					l.Iptables = append(l.Iptables, "ip6: "+line)
+				}
+			}
+		}
+	}
 	if ipset, err := lookPath("ipset"); err == nil {
 		out, err := run(ipset, "list", "-n")
 		if err != nil {
