@@ -509,20 +509,21 @@ func runCtx(ctx context.Context, name string, args ...string) (string, error) {
 // kube-router (KUBE-ROUTER-*, KUBE-POD-FW-*, KUBE-NWPLCY-*, KUBE-SVC-*, ...).
 const addonChainPrefix = "KUBE-"
 
-// kubeChains parses iptables-save output into table -> chains named KUBE-*
-// and the rules (as -A specs) that jump to them from other chains.
-func kubeChains(save string) (chains map[string][]string, jumps map[string][]string) {
+// prefixedChains parses iptables-save output into table -> chains whose
+// name starts with prefix, and the rules (as -A specs) that jump to them
+// from chains without the prefix.
+func prefixedChains(save, prefix string) (chains map[string][]string, jumps map[string][]string) {
 	chains, jumps = map[string][]string{}, map[string][]string{}
 	table := ""
 	for _, line := range strings.Split(save, "\n") {
 		switch {
 		case strings.HasPrefix(line, "*"):
 			table = strings.TrimPrefix(line, "*")
-		case strings.HasPrefix(line, ":"+addonChainPrefix):
+		case strings.HasPrefix(line, ":"+prefix):
 			chains[table] = append(chains[table], strings.Fields(strings.TrimPrefix(line, ":"))[0])
 		case strings.HasPrefix(line, "-A "):
 			f := strings.Fields(line)
-			if len(f) > 1 && !strings.HasPrefix(f[1], addonChainPrefix) && strings.Contains(line, " -j "+addonChainPrefix) {
+			if len(f) > 1 && !strings.HasPrefix(f[1], prefix) && strings.Contains(line, " -j "+prefix) {
 				jumps[table] = append(jumps[table], line)
 			}
 		}
@@ -530,18 +531,32 @@ func kubeChains(save string) (chains map[string][]string, jumps map[string][]str
 	return chains, jumps
 }
 
+func kubeChains(save string) (chains map[string][]string, jumps map[string][]string) {
+	return prefixedChains(save, addonChainPrefix)
+}
+
 // sweepKubeChains deletes the hooks into KUBE-* chains, then the chains.
 func sweepKubeChains(iptables string) error {
+	return sweepChains(iptables, addonChainPrefix, nil)
+}
+
+// sweepChains deletes every chain named prefix* (except those keep
+// accepts) in every table, with the rules jumping to it.
+func sweepChains(iptables, prefix string, keep func(table, chain string) bool) error {
 	save, err := run(iptables + "-save")
 	if err != nil {
 		return nil // no such table support (e.g. ip6tables without IPv6): nothing installed either
 	}
-	chains, jumps := kubeChains(save)
+	chains, jumps := prefixedChains(save, prefix)
+	kept := func(table, chain string) bool { return keep != nil && keep(table, chain) }
 	var errs []error
 	for table, rules := range jumps {
 		for _, r := range rules {
 			// Comments contain spaces; iptables-save quotes them.
 			spec := splitQuoted(strings.TrimPrefix(r, "-A "))
+			if target := jumpTarget(spec); kept(table, target) {
+				continue
+			}
 			if _, err := run(iptables, append([]string{"-w", "-t", table, "-D"}, spec...)...); err != nil {
 				errs = append(errs, err)
 			}
@@ -549,15 +564,29 @@ func sweepKubeChains(iptables string) error {
 	}
 	for table, names := range chains {
 		for _, n := range names {
-			_, _ = run(iptables, "-w", "-t", table, "-F", n)
+			if !kept(table, n) {
+				_, _ = run(iptables, "-w", "-t", table, "-F", n)
+			}
 		}
 		for _, n := range names {
+			if kept(table, n) {
+				continue
+			}
 			if _, err := run(iptables, "-w", "-t", table, "-X", n); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func jumpTarget(spec []string) string {
+	for i := 0; i+1 < len(spec); i++ {
+		if spec[i] == "-j" {
+			return spec[i+1]
+		}
+	}
+	return ""
 }
 
 // splitQuoted splits an iptables-save rule into arguments, keeping
