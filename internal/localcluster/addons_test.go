@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -143,6 +144,47 @@ func TestKubeRouterRunsFirewallOnlyOnLoopback(t *testing.T) {
 		"--health-port=0", "--metrics-addr=127.0.0.1", "--enable-cni=false"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("kube-router args lack %s: %s", want, args)
+		}
+	}
+}
+
+// `down --purge` deletes StateDir; volumes must live inside it to go too.
+func TestLocalPathVolumesLiveUnderStateDir(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.StateDir = "/tmp/state-x"
+	c := New(cfg, nil)
+	if !strings.HasPrefix(c.cfg.localPathDir(), cfg.StateDir+"/") {
+		t.Errorf("volumes in %s, outside the state dir %s", c.cfg.localPathDir(), cfg.StateDir)
+	}
+	if !strings.Contains(c.localPathConfig(), c.cfg.localPathDir()) {
+		t.Errorf("provisioner config does not use %s: %s", c.cfg.localPathDir(), c.localPathConfig())
+	}
+}
+
+func TestCorefileServesClusterDomainOnNodeIP(t *testing.T) {
+	c := New(DefaultConfig(), nil)
+	cf := c.corefile()
+	for _, want := range []string{"cluster.local:53", "bind 10.213.0.1", "kubernetes cluster.local", "ready 127.0.0.1:", "health 127.0.0.1:"} {
+		if !strings.Contains(cf, want) {
+			t.Errorf("Corefile lacks %q:\n%s", want, cf)
+		}
+	}
+}
+
+// Every plugin the Corefile uses must be linked into hack/coredns (a
+// missing one makes CoreDNS exit at start with "unknown directive").
+func TestCorefilePluginsAreLinked(t *testing.T) {
+	src, err := os.ReadFile("../../hack/coredns/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(New(DefaultConfig(), nil).corefile(), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasSuffix(f[0], ":53") || f[0] == "}" || strings.HasPrefix(line, "        ") {
+			continue // server block header, end, or a kubernetes sub-option
+		}
+		if !strings.Contains(string(src), `"github.com/coredns/coredns/plugin/`+f[0]+`"`) {
+			t.Errorf("the Corefile uses %q, which hack/coredns/main.go does not link", f[0])
 		}
 	}
 }
