@@ -165,6 +165,11 @@ func (c Config) startDetached(spec procSpec) (*running, error) {
 	defer logf.Close() // the child keeps its own descriptor
 	fmt.Fprintf(logf, "---- %s starting %s %s\n", time.Now().Format(time.RFC3339), spec.binary, strings.Join(spec.args, " "))
 
+	// A component must inherit nothing but its log: a descriptor this
+	// process inherited without close-on-exec (e.g. the lock fd of
+	// `flock LOCK go test ...`) would otherwise live as long as the
+	// component and hold that lock for good.
+	closeInheritedOnExec()
 	cmd := exec.Command(spec.binary, spec.args...)
 	cmd.Env = spec.env
 	cmd.Dir = "/"
@@ -200,6 +205,20 @@ func (c Config) startDetached(spec procSpec) (*running, error) {
 		close(r.exited)
 	}()
 	return r, nil
+}
+
+// closeInheritedOnExec marks every descriptor above stderr close-on-exec.
+// Go opens its own files that way; this catches the inherited ones.
+func closeInheritedOnExec() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // rotateLog keeps the previous log as .1 once it grows past 20 MiB.
