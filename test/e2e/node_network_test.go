@@ -54,6 +54,34 @@ func tcpProbe(ctx context.Context, t *testing.T, pod, host string, port int) boo
 	return false
 }
 
+var nslookupAddr = regexp.MustCompile(`(?m)^Address:\s+(\d+\.\d+\.\d+\.\d+)\s*$`)
+
+// resolveIn resolves name from inside pod through the pod's resolv.conf
+// (CoreDNS) and returns the first IPv4 answer.
+func resolveIn(ctx context.Context, t *testing.T, pod, name string) string {
+	t.Helper()
+	out := execInPod(ctx, t, pod, "/bin/busybox", "nslookup", "-type=a", name)
+	// The first Address line is the server's own; answers follow "Name:".
+	_, answer, ok := strings.Cut(out, "Name:")
+	if !ok {
+		t.Fatalf("nslookup %s in %s: no answer: %q", name, pod, out)
+	}
+	m := nslookupAddr.FindStringSubmatch(answer)
+	if m == nil {
+		t.Fatalf("nslookup %s in %s: no address: %q", name, pod, out)
+	}
+	return m[1]
+}
+
+func sbPodIP(ctx context.Context, t *testing.T, c client.Client, name string) string {
+	t.Helper()
+	p, err := clientset.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Status.PodIP
+}
+
 // wgetIn fetches url from inside pod with busybox wget.
 func wgetIn(ctx context.Context, t *testing.T, pod, url string) string {
 	t.Helper()
@@ -92,24 +120,28 @@ func TestNodeDNSAndServices(t *testing.T) {
 		t.Run(rc, func(t *testing.T) {
 			client := "e2e-dns-client-" + rc
 			startClient(ctx, t, client, rc)
-			fqdn := name + ".default.svc.cluster.local"
-			if out := execInPod(ctx, t, client, "/bin/busybox", "nslookup", fqdn); !strings.Contains(out, "Address") || strings.Contains(out, "NXDOMAIN") {
-				t.Errorf("nslookup %s: %q", fqdn, out)
-			}
+			// busybox is static: its wget and nc cannot resolve names (glibc
+			// NSS), so names are resolved with nslookup (its own DNS client)
+			// and the connection uses the answer.
 			want := "served-by-" + name
-			if got := strings.TrimSpace(wgetIn(ctx, t, client, "http://"+fqdn+":8080/")); got != want {
-				t.Errorf("headless Service by name: %q, want %q", got, want)
+			headless := resolveIn(ctx, t, client, name+".default.svc.cluster.local")
+			if headless != sbPodIP(ctx, t, c, name) {
+				t.Errorf("headless Service %s resolves to %q, want the sandbox pod's IP", name, headless)
+			}
+			if got := strings.TrimSpace(wgetIn(ctx, t, client, "http://"+headless+":8080/")); got != want {
+				t.Errorf("headless Service address: %q, want %q", got, want)
+			}
+			clusterIP := resolveIn(ctx, t, client, svc.Name+".default.svc.cluster.local")
+			if clusterIP != created.Spec.ClusterIP {
+				t.Errorf("Service %s resolves to %q, want its ClusterIP %s", svc.Name, clusterIP, created.Spec.ClusterIP)
 			}
 			// kube-proxy may need a sync period to program a new Service.
 			var got string
 			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-				got = strings.TrimSpace(execInPod(ctx, t, client, "sh", "-c", "/bin/busybox wget -q -T 2 -O - http://e2e-clusterip/ 2>&1 || true"))
+				got = strings.TrimSpace(execInPod(ctx, t, client, "sh", "-c", "/bin/busybox wget -q -T 2 -O - http://"+created.Spec.ClusterIP+"/ 2>&1 || true"))
 				return got == want, nil
 			})
 			if err != nil {
-				t.Errorf("ClusterIP Service by short name: %q, want %q", got, want)
-			}
-			if got := strings.TrimSpace(wgetIn(ctx, t, client, "http://"+created.Spec.ClusterIP+"/")); got != want {
 				t.Errorf("ClusterIP %s: %q, want %q", created.Spec.ClusterIP, got, want)
 			}
 		})
@@ -204,7 +236,7 @@ func TestSecureDefaultPolicyIsolatesSandboxes(t *testing.T) {
 	router := routerURL(t, c)
 	for _, p := range members[:2] {
 		name := sandboxNameOf(p)
-		if out := routerGet(ctx, t, router, name); !strings.Contains(out, "Linux version") {
+		if out := routerGet(ctx, t, router, name, p.Status.PodIP); !strings.Contains(out, "Linux version") {
 			t.Errorf("router -> sandbox %s: %q", name, out)
 		}
 	}
@@ -266,13 +298,15 @@ func kubernetesServiceIP(ctx context.Context, t *testing.T) string {
 	return svc.Spec.ClusterIP
 }
 
-// routerGet asks the router for / of a sandbox's port 8080.
-func routerGet(ctx context.Context, t *testing.T, router, sandbox string) string {
+// routerGet asks the router for / of a sandbox's port 8080, naming the pod
+// IP (warm-pool members have no per-sandbox Service to resolve).
+func routerGet(ctx context.Context, t *testing.T, router, sandbox, podIP string) string {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, router+"/", nil)
 	req.Header.Set("X-Sandbox-ID", sandbox)
 	req.Header.Set("X-Sandbox-Namespace", metav1.NamespaceDefault)
 	req.Header.Set("X-Sandbox-Port", "8080")
+	req.Header.Set("X-Sandbox-Pod-IP", podIP)
 	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatalf("router GET for %s: %v", sandbox, err)
@@ -302,6 +336,11 @@ func policyIPSets(t *testing.T, policy string) []string {
 			continue
 		}
 		for _, m := range matchSetDst.FindAllStringSubmatch(line, -1) {
+			// ipBlock peers are hash:net sets; the policy's own pods (the
+			// destination of its ingress rules) are a hash:ip set.
+			if typ, _ := exec.Command("ipset", "list", "-t", m[1]).CombinedOutput(); !strings.Contains(string(typ), "Type: hash:net") {
+				continue
+			}
 			if !seen[m[1]] {
 				seen[m[1]] = true
 				sets = append(sets, m[1])
