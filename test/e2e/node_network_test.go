@@ -113,7 +113,9 @@ func TestNodeDNSAndServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = clientset.CoreV1().Services(metav1.NamespaceDefault).Delete(context.Background(), svc.Name, metav1.DeleteOptions{}) }()
+	defer func() {
+		_ = clientset.CoreV1().Services(metav1.NamespaceDefault).Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
+	}()
 	waitSandboxReady(t, c, name)
 
 	for _, rc := range []string{"gvisor", "runc"} {
