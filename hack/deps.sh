@@ -5,6 +5,8 @@
 #   - Kubernetes v1.37.x + etcd (hack/kube/build.sh all);
 #   - containerd v2 + runc shim + ctr (hack/containerd/build.sh);
 #   - gVisor runsc + patched containerd-shim-runsc-v1 (hack/gvisor/build.sh);
+#   - CoreDNS, kube-router (NetworkPolicy firewall) and local-path-provisioner
+#     (hack/coredns, hack/kuberouter, hack/localpath);
 #   - the pause binary for the pod sandbox image (internal/localcluster/pause).
 # Nothing is rebuilt when present, so a second run is a fast no-op.
 # Usage: hack/deps.sh            (the Makefile's `make deps` runs exactly this)
@@ -17,9 +19,10 @@ fail() { echo "deps: error: $*" >&2; exit 1; }
 
 # --- Debian packages ---------------------------------------------------------
 # runc/CNI plugins run pods; iptables/iproute2 set up the node network; busybox
-# and debootstrap feed the image builders; the rest are kubelet/CRI helpers.
+# and debootstrap feed the image builders; ipset is driven by kube-router; the
+# rest are kubelet/CRI helpers.
 PKGS=(runc containernetworking-plugins iptables conntrack socat ethtool busybox-static
-      debootstrap openssl iproute2 tmux)
+      debootstrap openssl iproute2 tmux ipset)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -48,6 +51,9 @@ run_build() { # <what> <script> [args...]
 run_build "kubernetes + etcd" hack/kube/build.sh all
 run_build "containerd" hack/containerd/build.sh
 run_build "gvisor" hack/gvisor/build.sh
+run_build "coredns" hack/coredns/build.sh
+run_build "kube-router" hack/kuberouter/build.sh
+run_build "local-path-provisioner" hack/localpath/build.sh
 
 pause="$CACHE/bin/pause/pause"
 src=internal/localcluster/pause/main.go

@@ -15,7 +15,7 @@ if [ "${1:-}" = "--print-dir" ]; then echo "$OUT"; exit 0; fi
 components=("$@")
 [ ${#components[@]} -eq 0 ] && components=(kube-apiserver etcd kubectl kube-controller-manager)
 if [ "${components[0]}" = "all" ]; then
-  components=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kubelet)
+  components=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
 fi
 
 minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
@@ -30,7 +30,7 @@ for c in "${components[@]}"; do
   if [ -x "$OUT/$c" ]; then continue; fi
   case "$c" in
     etcd) pkg=./cmd/etcd ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl) pkg="k8s.io/kubernetes/cmd/$c" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|kube-proxy) pkg="k8s.io/kubernetes/cmd/$c" ;;
     *) echo "build.sh: unknown component '$c'" >&2; exit 2 ;;
   esac
   start=$(date +%s)

@@ -12,7 +12,8 @@ type binaries struct {
 	Containerd, ShimRunc, Ctr                                       string
 	Runsc, ShimRunsc                                                string
 	Pause                                                           string
-	Runc, IP, Iptables                                              string
+	KubeProxy, CoreDNS, KubeRouter, LocalPath                       string
+	Runc, IP, Iptables, Ipset, Busybox                              string
 	CNIBinDir                                                       string
 }
 
@@ -35,9 +36,14 @@ func (c Config) locateBinaries() (binaries, error) {
 		Runsc:             filepath.Join(gb, "runsc"),
 		ShimRunsc:         filepath.Join(gb, "containerd-shim-runsc-v1"),
 		Pause:             c.pauseBinary(),
+		KubeProxy:         filepath.Join(kb, "kube-proxy"),
+		CoreDNS:           filepath.Join(c.addonBinDir("coredns", CoreDNSVersion), "coredns"),
+		KubeRouter:        filepath.Join(c.addonBinDir("kube-router", KubeRouterVersion), "kube-router"),
+		LocalPath:         filepath.Join(c.addonBinDir("local-path-provisioner", LocalPathVersion), "local-path-provisioner"),
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.Kubectl,
-		b.Containerd, b.ShimRunc, b.Ctr, b.Runsc, b.ShimRunsc, b.Pause} {
+		b.Containerd, b.ShimRunc, b.Ctr, b.Runsc, b.ShimRunsc, b.Pause,
+		b.KubeProxy, b.CoreDNS, b.KubeRouter, b.LocalPath} {
 		if !isExecutable(p) {
 			return b, userError(nil, depsFix, "%s is not built (looked for %s)", filepath.Base(p), p)
 		}
@@ -47,7 +53,8 @@ func (c Config) locateBinaries() (binaries, error) {
 		dst  *string
 		name string
 		pkg  string
-	}{{&b.Runc, "runc", "runc"}, {&b.IP, "ip", "iproute2"}, {&b.Iptables, "iptables", "iptables"}} {
+	}{{&b.Runc, "runc", "runc"}, {&b.IP, "ip", "iproute2"}, {&b.Iptables, "iptables", "iptables"},
+		{&b.Ipset, "ipset", "ipset"}, {&b.Busybox, "busybox", "busybox-static"}} {
 		p, err := lookPath(t.name)
 		if err != nil {
 			return b, userError(nil, depsFix+" (it installs the Debian package "+t.pkg+")", "%s is not installed", t.name)

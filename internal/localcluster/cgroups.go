@@ -166,3 +166,136 @@ func rmdirRetry(dir string) error {
 	}
 	return err
 }
+
+// CPU precedence. On a small machine the node work (image unpacking,
+// gVisor sandboxes starting, the kubelet's pod syncs) can take every core
+// while a claim waits for the apiserver and etcd. The host processes are
+// therefore split into two CPU cgroups beside the pods' cgroup root:
+//
+//	/agent-sandbox-control-plane  etcd, apiserver, controller-manager, scheduler, CoreDNS
+//	/agent-sandbox-node           containerd (and its shims), kubelet, kube-proxy, kube-router, local-path
+//	/agent-sandbox                the pods (the kubelet's cgroupRoot)
+//
+// Weights only matter under contention: an idle control plane costs the
+// pods nothing. cpu.shares (v1) / cpu.weight (v2) are relative, so the
+// control plane gets 4x the node agents and the pods when all are busy.
+const (
+	cpuGroupControlPlane = cgroupName + "-control-plane"
+	cpuGroupNode         = cgroupName + "-node"
+)
+
+// cpuShares are cgroup v1 cpu.shares (default 1024); v2 cpu.weight is the
+// same ratio on its 100 scale.
+var cpuShares = map[string]int{
+	cpuGroupControlPlane: 4096,
+	cpuGroupNode:         1024,
+}
+
+// cpuCgroupMount returns the hierarchy holding the cpu controller: the v1
+// "cpu" (often "cpu,cpuacct") mount, or the v2 unified root.
+func cpuCgroupMount() (string, bool, error) {
+	if isCgroupV2() {
+		return "/sys/fs/cgroup", true, nil
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false, fmt.Errorf("read mountinfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		m, ok := parseMountinfo(line)
+		if !ok || m.fstype != "cgroup" {
+			continue
+		}
+		_, post, _ := strings.Cut(line, " - ")
+		g := strings.Fields(post)
+		if len(g) < 3 {
+			continue
+		}
+		if slices.Contains(strings.Split(g[2], ","), "cpu") {
+			return m.mountPoint, false, nil
+		}
+	}
+	return "", false, errors.New("no cgroup hierarchy has the cpu controller")
+}
+
+// ensureCPUGroups creates the two groups with their weights.
+func ensureCPUGroups() error {
+	mnt, v2, err := cpuCgroupMount()
+	if err != nil {
+		return err
+	}
+	if v2 {
+		// Child weights need the cpu controller enabled for the root's children.
+		_ = os.WriteFile(filepath.Join(mnt, "cgroup.subtree_control"), []byte("+cpu"), 0o644)
+	}
+	for g, shares := range cpuShares {
+		dir := filepath.Join(mnt, g)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		file, val := "cpu.shares", strconv.Itoa(shares)
+		if v2 {
+			file, val = "cpu.weight", strconv.Itoa(shares*100/1024)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(val), 0o644); err != nil {
+			return fmt.Errorf("set %s/%s: %w", dir, file, err)
+		}
+	}
+	return nil
+}
+
+// joinCPUGroup moves pid (all its threads) into group.
+func joinCPUGroup(group string, pid int) error {
+	mnt, _, err := cpuCgroupMount()
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(mnt, group, "cgroup.procs")
+	if err := os.WriteFile(p, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		return fmt.Errorf("join %s: %w", p, err)
+	}
+	return nil
+}
+
+// cpuGroupOf returns the cpu cgroup path of pid (for tests and status).
+func cpuGroupOf(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) == 3 && (f[0] == "0" && isCgroupV2() || slices.Contains(strings.Split(f[1], ","), "cpu")) {
+			return f[2]
+		}
+	}
+	return ""
+}
+
+// removeCPUGroups moves any process left in the groups back to the root
+// (Down has stopped ours; a leftover would keep the directory busy) and
+// removes them.
+func removeCPUGroups() error {
+	mnt, _, err := cpuCgroupMount()
+	if err != nil {
+		return nil // never created
+	}
+	var errs []error
+	for g := range cpuShares {
+		dir := filepath.Join(mnt, g)
+		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		for _, pid := range strings.Fields(string(data)) {
+			_ = os.WriteFile(filepath.Join(mnt, "cgroup.procs"), []byte(pid), 0o644)
+		}
+		if err := rmdirRetry(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}

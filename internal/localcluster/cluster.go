@@ -146,6 +146,11 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := ensureCgroupRoot(); err != nil {
 		return err
 	}
+	if err := ensureCPUGroups(); err != nil {
+		// Precedence is tuning: a host without a usable cpu controller
+		// still runs the cluster, just without it.
+		c.step("cpu precedence off: %v", err)
+	}
 	c.step("node network ready: bridge %s, node IP %s, pods %s; PKI and configs written", c.cfg.Bridge, c.cfg.NodeIP, c.cfg.PodCIDR)
 
 	// Decide per component: reuse, or (re)start. Ports are checked up front
@@ -188,16 +193,35 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	g, gctx = errgroup.WithContext(ctx)
-	for _, name := range []string{compControllerManager, compScheduler, compKubelet} {
-		g.Go(func() error { return c.ensureComponent(gctx, name, plan[name], 60*time.Second) })
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-
 	restCfg, err := c.RESTConfig()
 	if err != nil {
+		return err
+	}
+	// Everything else starts at once. The add-ons' RBAC goes in first so
+	// none of them starts without its permissions; kube-router also needs
+	// the Node object; the node only counts as up once policies are
+	// enforced (kube-router ready), so no pod runs unfiltered.
+	g, gctx = errgroup.WithContext(ctx)
+	for _, name := range []string{compControllerManager, compScheduler, compKubelet, compKubeProxy} {
+		g.Go(func() error { return c.ensureComponent(gctx, name, plan[name], 60*time.Second) })
+	}
+	g.Go(func() error {
+		if err := ApplyYAML(gctx, restCfg, []byte(c.addonManifests())); err != nil {
+			return fmt.Errorf("apply node add-on manifests: %w", err)
+		}
+		ag, actx := errgroup.WithContext(gctx)
+		for _, name := range []string{compCoreDNS, compLocalPath} {
+			ag.Go(func() error { return c.ensureComponent(actx, name, plan[name], 60*time.Second) })
+		}
+		ag.Go(func() error {
+			if err := c.waitNodeObject(actx, restCfg); err != nil {
+				return err
+			}
+			return c.ensureComponent(actx, compKubeRouter, plan[compKubeRouter], 60*time.Second)
+		})
+		return ag.Wait()
+	})
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	if err := c.waitNodeReady(ctx, restCfg); err != nil {
@@ -234,6 +258,9 @@ func (c *Cluster) ensureComponent(ctx context.Context, name string, rec *procRec
 		if err := c.waitHealthy(ctx, name, nil, timeout); err != nil {
 			return err
 		}
+		if g := c.spec(name).cpuGroup; g != "" && !strings.HasSuffix(cpuGroupOf(rec.PID), "/"+g) {
+			_ = joinCPUGroup(g, rec.PID) // started before precedence existed
+		}
 		c.step("%s: running (pid %d)", name, rec.PID)
 		return nil
 	}
@@ -262,10 +289,14 @@ func (c *Cluster) importImages(ctx context.Context) error {
 		return fmt.Errorf("build pause image: %w", err)
 	}
 	start := time.Now()
-	if err := c.ImportImages(ctx, append([]string{pause}, c.cfg.Images...)...); err != nil {
+	helper, err := c.localPathHelperTarball()
+	if err != nil {
+		return fmt.Errorf("build local-path helper image: %w", err)
+	}
+	if err := c.ImportImages(ctx, append([]string{pause, helper}, c.cfg.Images...)...); err != nil {
 		return err
 	}
-	c.step("images imported into containerd (%d, %.1fs)", 1+len(c.cfg.Images), time.Since(start).Seconds())
+	c.step("images imported into containerd (%d, %.1fs)", 2+len(c.cfg.Images), time.Since(start).Seconds())
 	return nil
 }
 
@@ -374,7 +405,7 @@ func (c *Cluster) Down(ctx context.Context, purge bool) error {
 	go func() {
 		defer wg.Done()
 		var cp sync.WaitGroup
-		for _, name := range []string{compScheduler, compControllerManager} {
+		for _, name := range []string{compScheduler, compControllerManager, compCoreDNS, compLocalPath} {
 			cp.Add(1)
 			go func() { defer cp.Done(); c.stopComponent(name, recs[name], 10*time.Second) }()
 		}
@@ -386,6 +417,12 @@ func (c *Cluster) Down(ctx context.Context, purge bool) error {
 	// Node: no kubelet first (it would restart pods), then every pod through
 	// CRI, so the CNI plugin releases addresses and removes the veths, then
 	// containerd.
+	var ag sync.WaitGroup
+	for _, name := range []string{compKubeRouter, compKubeProxy} {
+		ag.Add(1)
+		go func() { defer ag.Done(); c.stopComponent(name, recs[name], 10*time.Second) }()
+	}
+	ag.Wait()
 	c.stopComponent(compKubelet, recs[compKubelet], 15*time.Second)
 	if err := c.removeAllPods(ctx, recs[compContainerd]); err != nil {
 		c.step("pods: %v (cleaning up directly)", err)
@@ -398,10 +435,19 @@ func (c *Cluster) Down(ctx context.Context, purge bool) error {
 	if err := unmountUnder(c.cfg.StateDir, c.cfg.RunDir); err != nil {
 		errs = append(errs, err)
 	}
+	if c.bins.KubeProxy == "" {
+		c.bins, _ = c.cfg.locateBinaries() // for kube-proxy --cleanup; a missing binary only skips that
+	}
+	if err := c.cleanupAddonNetwork(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.teardownNetwork(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := removeCgroupRoot(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeCPUGroups(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.cfg.restoreSysctls(); err != nil {

@@ -18,7 +18,8 @@ const (
 )
 
 // Components lists every component in start order; Down stops them in reverse.
-var Components = []string{compEtcd, compContainerd, compAPIServer, compControllerManager, compScheduler, compKubelet}
+var Components = []string{compEtcd, compContainerd, compAPIServer, compControllerManager, compScheduler, compKubelet,
+	compCoreDNS, compKubeProxy, compKubeRouter, compLocalPath}
 
 const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -36,6 +37,14 @@ func (c *Cluster) spec(name string) procSpec {
 		return c.schedulerSpec()
 	case compKubelet:
 		return c.kubeletSpec()
+	case compCoreDNS:
+		return c.coreDNSSpec()
+	case compKubeProxy:
+		return c.kubeProxySpec()
+	case compKubeRouter:
+		return c.kubeRouterSpec()
+	case compLocalPath:
+		return c.localPathSpec()
 	}
 	panic("unknown component " + name)
 }
@@ -56,6 +65,12 @@ func (c Config) ports(name string) []string {
 		return []string{hp(lo, c.SchedulerPort)}
 	case compKubelet:
 		return []string{hp(node, c.KubeletPort), hp(lo, c.KubeletHealthzPort)}
+	case compCoreDNS:
+		return []string{hp(node, 53), hp(lo, c.CoreDNSHealthPort), hp(lo, c.CoreDNSReadyPort)}
+	case compKubeProxy:
+		return []string{hp(lo, c.KubeProxyHealthzPort), hp(lo, c.KubeProxyMetricsPort)}
+	case compKubeRouter:
+		return []string{hp(lo, c.KubeRouterMetricsPort)}
 	}
 	return nil
 }
@@ -80,14 +95,14 @@ func (c *Cluster) etcdSpec() procSpec {
 	if c.cfg.EtcdUnsafeNoFsync {
 		args = append(args, "--unsafe-no-fsync=true")
 	}
-	return procSpec{name: compEtcd, binary: c.bins.Etcd, args: args, env: []string{"PATH=" + basePath}}
+	return procSpec{name: compEtcd, binary: c.bins.Etcd, args: args, env: []string{"PATH=" + basePath}, cpuGroup: cpuGroupControlPlane}
 }
 
 func (c *Cluster) apiServerSpec() procSpec {
 	pki := c.cfg.pkiDir()
 	p := func(f string) string { return filepath.Join(pki, f) }
 	node := c.cfg.NodeIP.String()
-	return procSpec{name: compAPIServer, binary: c.bins.APIServer, env: []string{"PATH=" + basePath},
+	return procSpec{name: compAPIServer, binary: c.bins.APIServer, env: []string{"PATH=" + basePath}, cpuGroup: cpuGroupControlPlane,
 		configFiles: []string{p("apiserver.crt"), p("ca.crt"), p("sa.pub"), p("apiserver-kubelet-client.crt")},
 		args: []string{
 			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.cfg.EtcdClientPort),
@@ -124,7 +139,7 @@ func (c *Cluster) apiServerSpec() procSpec {
 func (c *Cluster) controllerManagerSpec() procSpec {
 	kc := filepath.Join(c.cfg.pkiDir(), "controller-manager.conf")
 	p := func(f string) string { return filepath.Join(c.cfg.pkiDir(), f) }
-	return procSpec{name: compControllerManager, binary: c.bins.ControllerManager, env: []string{"PATH=" + basePath},
+	return procSpec{name: compControllerManager, binary: c.bins.ControllerManager, env: []string{"PATH=" + basePath}, cpuGroup: cpuGroupControlPlane,
 		configFiles: []string{kc, p("ca.crt"), p("sa.key")},
 		args: []string{
 			"--kubeconfig=" + kc,
@@ -168,7 +183,7 @@ leaderElection:
 
 func (c *Cluster) schedulerSpec() procSpec {
 	kc := filepath.Join(c.cfg.pkiDir(), "scheduler.conf")
-	return procSpec{name: compScheduler, binary: c.bins.Scheduler, env: []string{"PATH=" + basePath},
+	return procSpec{name: compScheduler, binary: c.bins.Scheduler, env: []string{"PATH=" + basePath}, cpuGroup: cpuGroupControlPlane,
 		configFiles: []string{kc, c.schedulerConfigPath()},
 		args: []string{
 			"--config=" + c.schedulerConfigPath(),
@@ -267,7 +282,7 @@ root = %s
 }
 
 func (c *Cluster) containerdSpec() procSpec {
-	return procSpec{name: compContainerd, binary: c.bins.Containerd,
+	return procSpec{name: compContainerd, binary: c.bins.Containerd, cpuGroup: cpuGroupNode,
 		// The shims re-exec runc/runsc and mount helpers through PATH.
 		env:         []string{"PATH=" + strings.Join([]string{filepath.Dir(c.bins.Containerd), filepath.Dir(c.bins.Runsc), basePath}, ":")},
 		configFiles: []string{c.containerdConfigPath(), c.runscConfigPath()},
@@ -282,9 +297,8 @@ func (c *Cluster) kubeletConfigPath() string {
 // kubeletConfig is the KubeletConfiguration. Notes:
 //   - failCgroupV1: false and cgroupDriver: cgroupfs make it run on cgroup v1
 //     hosts without systemd; cgroupRoot keeps every pod cgroup under ours.
-//   - clusterDNS points at the node IP, where nothing answers DNS: lookups
-//     fail fast and locally, and pods do not get a MissingClusterDNS event
-//     (an extra apiserver write per pod).
+//   - clusterDNS points at the node IP, on the cluster's bridge, where
+//     CoreDNS (a host process, see addons.go) serves cluster.local.
 //   - Image GC is off: images cannot be pulled again (there is no registry).
 //   - makeIPTablesUtilChains: false: the kubelet adds no iptables chains.
 //   - podLogsDir keeps container logs under StateDir (the kubelet still
@@ -333,7 +347,7 @@ podLogsDir: %s
 
 func (c *Cluster) kubeletSpec() procSpec {
 	kc := filepath.Join(c.cfg.pkiDir(), "kubelet.conf")
-	return procSpec{name: compKubelet, binary: c.bins.Kubelet, env: []string{"PATH=" + basePath},
+	return procSpec{name: compKubelet, binary: c.bins.Kubelet, env: []string{"PATH=" + basePath}, cpuGroup: cpuGroupNode,
 		configFiles: []string{kc, c.kubeletConfigPath(), filepath.Join(c.cfg.pkiDir(), "kubelet-serving.crt")},
 		args: []string{
 			"--config=" + c.kubeletConfigPath(),
@@ -353,6 +367,11 @@ func (c *Cluster) writeConfigs() error {
 		c.runscConfigPath():      c.runscConfig(),
 		c.kubeletConfigPath():    c.kubeletConfig(),
 	} {
+		if err := writeFileIfChanged(path, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	for path, content := range c.addonConfigs() {
 		if err := writeFileIfChanged(path, []byte(content), 0o644); err != nil {
 			return err
 		}

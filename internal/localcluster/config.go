@@ -17,12 +17,19 @@ const (
 	KubernetesVersion = "v1.37.2"
 	ContainerdVersion = "v2.4.2"
 	GVisorVersion     = "v0.0.0-20260905035102-160fafc42237"
+	// The node add-ons (hack/coredns, hack/kuberouter, hack/localpath).
+	CoreDNSVersion    = "v1.15.0"
+	KubeRouterVersion = "v2.1.0"
+	LocalPathVersion  = "v0.0.30"
 )
 
 // Image references the cluster relies on.
 const (
 	// PauseImage is the pod sandbox image, built from internal/localcluster/pause.
 	PauseImage = "localhost/agent-sandbox/pause:v1"
+	// LocalPathHelperImage runs local-path-provisioner's setup/teardown
+	// scripts (mkdir/rm of a volume directory): busybox and nothing else.
+	LocalPathHelperImage = "localhost/agent-sandbox/local-path-helper:v1"
 )
 
 // Config describes one local cluster. DefaultConfig fills every field; callers
@@ -63,6 +70,13 @@ type Config struct {
 	KubeletHealthzPort    int
 	ControllerManagerPort int
 	SchedulerPort         int
+	// Add-on ports, all on 127.0.0.1 except DNS (NodeIP:53, where pods send
+	// queries).
+	CoreDNSHealthPort     int
+	CoreDNSReadyPort      int
+	KubeProxyHealthzPort  int
+	KubeProxyMetricsPort  int
+	KubeRouterMetricsPort int
 
 	// EtcdUnsafeNoFsync trades crash durability for write latency (etcd
 	// --unsafe-no-fsync). Useful for benchmarks on slow disks; a clean
@@ -114,6 +128,11 @@ func DefaultConfig() Config {
 		KubeletHealthzPort:    10248,
 		ControllerManagerPort: 10257,
 		SchedulerPort:         10259,
+		CoreDNSHealthPort:     10054,
+		CoreDNSReadyPort:      10181,
+		KubeProxyHealthzPort:  10256,
+		KubeProxyMetricsPort:  10249,
+		KubeRouterMetricsPort: 20241,
 	}
 }
 
@@ -169,6 +188,10 @@ func (c Config) runscRoot() string        { return filepath.Join(c.RunDir, "runs
 func (c Config) runcRoot() string         { return filepath.Join(c.RunDir, "runc") }
 func (c Config) sysctlRecord() string     { return filepath.Join(c.RunDir, "sysctl-restore.json") }
 
+// localPathDir holds the volumes local-path-provisioner creates; it is under
+// StateDir, so `down --purge` deletes the data with the rest of the state.
+func (c Config) localPathDir() string { return filepath.Join(c.StateDir, "local-path") }
+
 // netnsDir is where containerd mounts pod network namespaces
 // (netns_mounts_under_state_dir), so they never mix with /var/run/netns.
 func (c Config) netnsDir() string {
@@ -187,12 +210,25 @@ func (c Config) containerdBinDir() string {
 func (c Config) gvisorBinDir() string {
 	return filepath.Join(c.CacheDir, "bin", "gvisor-"+GVisorVersion)
 }
+func (c Config) addonBinDir(name, version string) string {
+	return filepath.Join(c.CacheDir, "bin", name+"-"+version)
+}
 func (c Config) pauseBinary() string   { return filepath.Join(c.CacheDir, "bin", "pause", "pause") }
 func (c Config) imageCacheDir() string { return filepath.Join(c.CacheDir, "images") }
 
 // serviceIP is the ClusterIP of the `kubernetes` Service: the first address
 // of ServiceCIDR.
 func (c Config) serviceIP() netip.Addr { return c.ServiceCIDR.Masked().Addr().Next() }
+
+// dnsServiceIP is the ClusterIP of the kube-dns Service: the tenth address
+// of ServiceCIDR, as in kubeadm clusters.
+func (c Config) dnsServiceIP() netip.Addr {
+	a := c.ServiceCIDR.Masked().Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	return a
+}
 
 // podGateway is the bridge address: the first address of PodCIDR.
 func (c Config) podGateway() netip.Addr { return c.PodCIDR.Masked().Addr().Next() }

@@ -38,8 +38,37 @@ func (c *Cluster) health(name string) healthCheck {
 		return c.httpCheck(nil, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.cfg.KubeletHealthzPort), "ok")
 	case compContainerd:
 		return c.criReady
+	case compCoreDNS:
+		// ready turns 200 once the kubernetes plugin has synced its caches.
+		return c.httpCheck(nil, fmt.Sprintf("http://127.0.0.1:%d/ready", c.cfg.CoreDNSReadyPort), "OK")
+	case compKubeProxy:
+		// 200 only after the first full sync of the Service rules.
+		return c.httpCheck(nil, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.cfg.KubeProxyHealthzPort), "")
+	case compKubeRouter:
+		return c.kubeRouterReady
+	case compLocalPath:
+		// It serves nothing; a bad config or missing permission makes it
+		// exit at start, which waitHealthy reports. Give it that moment.
+		return c.aliveFor(compLocalPath, 500*time.Millisecond)
 	}
 	panic("unknown component " + name)
+}
+
+// aliveFor passes once the component's process has run for at least d.
+func (c *Cluster) aliveFor(name string, d time.Duration) healthCheck {
+	return func(context.Context) error {
+		rec, err := c.cfg.readRecord(name)
+		if err != nil {
+			return err
+		}
+		if !rec.alive() {
+			return fmt.Errorf("%s is not running", name)
+		}
+		if up := systemUptime() - time.Duration(rec.StartTime)*time.Second/clockTicks; up < d {
+			return fmt.Errorf("%s started %s ago", name, up)
+		}
+		return nil
+	}
 }
 
 // insecureLoopbackTLS is for the controller-manager and scheduler health

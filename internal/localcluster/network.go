@@ -21,18 +21,20 @@ import (
 //     else. A route sends ServiceCIDR to the bridge too, so traffic to an
 //     unknown ClusterIP stays on it instead of leaving by the default route.
 //   - iptables chains named AGENTSBX-*: DNAT of the `kubernetes` Service to
-//     the apiserver (so in-cluster clients work without kube-proxy), a
-//     FORWARD guard that keeps pod traffic on the bridge even if another
-//     program enables forwarding, and an INPUT guard so NodeIP and the pod
-//     gateway only accept traffic from the host itself and from pods.
+//     the apiserver (so in-cluster clients work even before kube-proxy has
+//     synced), a FORWARD guard (mangle) that keeps pod traffic on the
+//     bridge although forwarding is on for ClusterIP routing, and an INPUT
+//     guard (mangle) so NodeIP and the pod gateway only accept traffic from
+//     the host itself and from pods.
 
 const chainPrefix = "AGENTSBX-"
 
 type chain struct {
-	table string
-	name  string
-	hooks []string // built-in chains that jump to it
-	rules [][]string
+	table  string
+	name   string
+	hooks  []string // built-in chains that jump to it
+	append bool     // hook at the end of the built-in chain instead of the start
+	rules  [][]string
 }
 
 func (c Config) chains() []chain {
@@ -41,13 +43,29 @@ func (c Config) chains() []chain {
 	return []chain{
 		{table: "nat", name: chainPrefix + "SERVICES", hooks: []string{"PREROUTING", "OUTPUT"},
 			rules: [][]string{{"-d", svc, "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", api}}},
-		{table: "filter", name: chainPrefix + "FORWARD", hooks: []string{"FORWARD"},
+		// The guards live in the mangle table, which the kernel walks before
+		// filter: kube-router ACCEPTs policy-compliant traffic in filter
+		// FORWARD (and keeps its chain first there), so a guard in filter
+		// could be bypassed. Mangle sees every forwarded packet first and
+		// drops anything entering or leaving the bridge to another
+		// interface: pods never reach beyond this machine, whatever a
+		// NetworkPolicy allows.
+		{table: "mangle", name: chainPrefix + "FORWARD", hooks: []string{"FORWARD"},
 			rules: [][]string{
-				{"-i", c.Bridge, "-o", c.Bridge, "-j", "ACCEPT"},
+				{"-i", c.Bridge, "-o", c.Bridge, "-j", "RETURN"},
 				{"-i", c.Bridge, "-j", "DROP"},
 				{"-o", c.Bridge, "-j", "DROP"},
 			}},
-		{table: "filter", name: chainPrefix + "INPUT", hooks: []string{"INPUT"},
+		// Bridge-to-bridge traffic is left to kube-router's policy chains and
+		// kube-proxy's rules in filter FORWARD; this, appended last, accepts
+		// what they let through even where the FORWARD policy is DROP.
+		{table: "filter", name: chainPrefix + "FORWARD-ACCEPT", hooks: []string{"FORWARD"}, append: true,
+			rules: [][]string{
+				{"-i", c.Bridge, "-o", c.Bridge, "-j", "ACCEPT"},
+			}},
+		// NodeIP and the pod gateway only accept traffic from the host itself
+		// and from the bridge (mangle again, before any ACCEPT in filter).
+		{table: "mangle", name: chainPrefix + "INPUT", hooks: []string{"INPUT"},
 			rules: [][]string{
 				{"-i", "lo", "-j", "RETURN"},
 				{"-i", c.Bridge, "-j", "RETURN"},
@@ -55,6 +73,16 @@ func (c Config) chains() []chain {
 				{"-d", c.PodCIDR.String(), "-j", "DROP"},
 			}},
 	}
+}
+
+// wantedChain reports whether (table, name) is one of chains().
+func (c Config) wantedChain(table, name string) bool {
+	for _, ch := range c.chains() {
+		if ch.table == table && ch.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // run executes a command and folds its output into the error.
@@ -124,6 +152,23 @@ func (c *Cluster) ensureNetwork() error {
 				"cannot install iptables chain %s", ch.name)
 		}
 	}
+	// Chains of ours that are no longer wanted (an older version kept the
+	// guards in filter, where an ACCEPT there would bypass the policies).
+	if err := sweepChains(b.Iptables, chainPrefix, c.cfg.wantedChain); err != nil {
+		return fmt.Errorf("remove stale iptables chains: %w", err)
+	}
+	// ClusterIP traffic between pods is routed by the host (pod -> DNAT ->
+	// pod, in and out of the bridge), so it needs forwarding; bridged
+	// replies must pass iptables too, or conntrack cannot undo the DNAT
+	// and NetworkPolicies would not see pod-to-pod traffic. Both are
+	// recorded before and restored by Down; the FORWARD guard above keeps
+	// forwarded pod traffic on the bridge.
+	for _, kv := range [][2]string{{"net/ipv4/ip_forward", "1"}, {"net/bridge/bridge-nf-call-iptables", "1"}} {
+		if err := os.WriteFile(filepath.Join("/proc/sys", kv[0]), []byte(kv[1]), 0o644); err != nil {
+			return userError(err, "load br_netfilter (`modprobe br_netfilter`) and run as root",
+				"cannot set %s=%s", strings.ReplaceAll(kv[0], "/", "."), kv[1])
+		}
+	}
 	return c.writeCNIConfig()
 }
 
@@ -158,7 +203,11 @@ func ensureChain(iptables string, ch chain) error {
 		if _, err := run(iptables, "-w", "-t", ch.table, "-C", hook, "-j", ch.name); err == nil {
 			continue
 		}
-		if _, err := run(iptables, "-w", "-t", ch.table, "-I", hook, "1", "-j", ch.name); err != nil {
+		pos := []string{"-I", hook, "1"}
+		if ch.append {
+			pos = []string{"-A", hook}
+		}
+		if _, err := run(iptables, append(append([]string{"-w", "-t", ch.table}, pos...), "-j", ch.name)...); err != nil {
 			return err
 		}
 	}
@@ -183,6 +232,12 @@ func (c *Cluster) teardownNetwork() error {
 				continue
 			}
 			_, _ = run(ipt, "-w", "-t", ch.table, "-X", ch.name)
+		}
+	}
+	if ipt, err := lookPath("iptables"); err == nil {
+		// Chains of ours under names or tables an older version used.
+		if err := sweepChains(ipt, chainPrefix, nil); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if ipBin, err := lookPath("ip"); err == nil {
@@ -239,6 +294,9 @@ var trackedSysctls = []string{
 	"kernel/keys/root_maxkeys",
 	"kernel/keys/root_maxbytes",
 	"net/ipv4/ip_forward",
+	"net/bridge/bridge-nf-call-iptables",
+	"net/ipv4/conf/all/route_localnet",
+	"net/netfilter/nf_conntrack_max",
 }
 
 // recordSysctls saves the current values unless a record exists already

@@ -57,6 +57,13 @@ func (c Config) leafSpecs() []certSpec {
 		{name: "controller-manager", cn: "system:kube-controller-manager"},
 		{name: "scheduler", cn: "system:kube-scheduler"},
 		{name: "kubelet", cn: "system:node:" + c.NodeName, orgs: []string{"system:nodes"}},
+		// Add-ons. kube-proxy's user is bound to system:node-proxier by the
+		// apiserver's bootstrap policy; the others get the ClusterRoles in
+		// addonRBAC and nothing more.
+		{name: "kube-proxy", cn: "system:kube-proxy"},
+		{name: "coredns", cn: "system:agent-sandbox:coredns"},
+		{name: "kube-router", cn: "system:agent-sandbox:kube-router"},
+		{name: "local-path-provisioner", cn: "system:agent-sandbox:local-path-provisioner"},
 	}
 }
 
@@ -237,6 +244,10 @@ var kubeconfigUsers = map[string]string{
 	"controller-manager.conf": "controller-manager",
 	"scheduler.conf":          "scheduler",
 	"kubelet.conf":            "kubelet",
+	"kube-proxy.conf":         "kube-proxy",
+	"coredns.conf":            "coredns",
+	"kube-router.conf":        "kube-router",
+	"local-path.conf":         "local-path-provisioner",
 }
 
 func (c Config) apiServerURL() string {

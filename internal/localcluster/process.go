@@ -41,6 +41,7 @@ type procSpec struct {
 	args        []string
 	env         []string
 	configFiles []string // contents are part of the definition hash
+	cpuGroup    string   // CPU cgroup the process (and its children) runs in; see cgroups.go
 }
 
 // hash identifies the spec: a change restarts the component on the next Up.
@@ -164,6 +165,11 @@ func (c Config) startDetached(spec procSpec) (*running, error) {
 	defer logf.Close() // the child keeps its own descriptor
 	fmt.Fprintf(logf, "---- %s starting %s %s\n", time.Now().Format(time.RFC3339), spec.binary, strings.Join(spec.args, " "))
 
+	// A component must inherit nothing but its log: a descriptor this
+	// process inherited without close-on-exec (e.g. the lock fd of
+	// `flock LOCK go test ...`) would otherwise live as long as the
+	// component and hold that lock for good.
+	closeInheritedOnExec()
 	cmd := exec.Command(spec.binary, spec.args...)
 	cmd.Env = spec.env
 	cmd.Dir = "/"
@@ -171,6 +177,14 @@ func (c Config) startDetached(spec procSpec) (*running, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.name, err)
+	}
+	if spec.cpuGroup != "" {
+		// Right after the start: what it spawns from here on (containerd's
+		// shims) inherits the group. Precedence is a tuning, not a
+		// requirement, so a host without a cpu controller still runs.
+		if err := joinCPUGroup(spec.cpuGroup, cmd.Process.Pid); err != nil {
+			fmt.Fprintf(logf, "---- not placed in cpu cgroup %s: %v\n", spec.cpuGroup, err)
+		}
 	}
 	st, err := readProcStat(cmd.Process.Pid)
 	if err != nil {
@@ -191,6 +205,20 @@ func (c Config) startDetached(spec procSpec) (*running, error) {
 		close(r.exited)
 	}()
 	return r, nil
+}
+
+// closeInheritedOnExec marks every descriptor above stderr close-on-exec.
+// Go opens its own files that way; this catches the inherited ones.
+func closeInheritedOnExec() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // rotateLog keeps the previous log as .1 once it grows past 20 MiB.

@@ -1,7 +1,11 @@
 package localcluster
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,5 +45,31 @@ func TestDetachedProcessLifecycle(t *testing.T) {
 	case <-r.exited:
 	case <-time.After(5 * time.Second):
 		t.Fatal("exit not observed")
+	}
+}
+
+// A descriptor inherited without close-on-exec must not reach a component.
+func TestStartDetachedDoesNotLeakInheritedDescriptors(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Simulate flock(1): clear close-on-exec, as an inherited fd has it.
+	if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, f.Fd(), syscall.F_SETFD, 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	cfg := DefaultConfig()
+	cfg.StateDir, cfg.RunDir = t.TempDir(), t.TempDir()
+	r, err := cfg.startDetached(procSpec{name: "fdcheck", binary: "/bin/sh",
+		args: []string{"-c", fmt.Sprintf("ls -l /proc/self/fd/ | grep -c %q || true", f.Name())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-r.exited
+	out, _ := os.ReadFile(cfg.logFile("fdcheck"))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if last := lines[len(lines)-1]; last != "0" {
+		t.Errorf("the child holds the inherited descriptor (%s matches):\n%s", last, out)
 	}
 }

@@ -149,14 +149,15 @@ type Leftovers struct {
 	Processes  []string // "pid exe"
 	Mounts     []string
 	Interfaces []string
-	Iptables   []string // rules or chains naming ours
+	Iptables   []string // rules or chains naming ours (or kube-proxy's/kube-router's KUBE-*)
+	IPSets     []string // kube-router's
 	Cgroups    []string
 	NetNS      []string
 }
 
 // Empty reports whether nothing is left.
 func (l Leftovers) Empty() bool {
-	return len(l.Processes)+len(l.Mounts)+len(l.Interfaces)+len(l.Iptables)+len(l.Cgroups)+len(l.NetNS) == 0
+	return len(l.Processes)+len(l.Mounts)+len(l.Interfaces)+len(l.Iptables)+len(l.IPSets)+len(l.Cgroups)+len(l.NetNS) == 0
 }
 
 // FindLeftovers inspects the host for anything of this cluster.
@@ -198,16 +199,38 @@ func (c *Cluster) FindLeftovers() (Leftovers, error) {
 			errs = append(errs, err)
 		}
 		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, chainPrefix) || strings.Contains(line, c.cfg.Bridge) ||
+			if strings.Contains(line, chainPrefix) || strings.Contains(line, c.cfg.Bridge) || strings.Contains(line, addonChainPrefix) ||
 				strings.Contains(line, c.cfg.PodCIDR.String()) || strings.Contains(line, "CNI-") {
 				l.Iptables = append(l.Iptables, line)
 			}
 		}
 	}
+	if ip6t, err := lookPath("ip6tables-save"); err == nil {
+		if out, err := run(ip6t); err == nil { // fails without IPv6 netfilter: then nothing was installed
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, addonChainPrefix) || strings.Contains(line, chainPrefix) {
+					l.Iptables = append(l.Iptables, "ip6: "+line)
+				}
+			}
+		}
+	}
+	if ipset, err := lookPath("ipset"); err == nil {
+		out, err := run(ipset, "list", "-n")
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, n := range strings.Fields(out) {
+			if kubeRouterIPSet(n) {
+				l.IPSets = append(l.IPSets, n)
+			}
+		}
+	}
 	mounts, _ := cgroupMounts()
 	for _, m := range mounts {
-		if _, err := os.Stat(filepath.Join(m, cgroupName)); err == nil {
-			l.Cgroups = append(l.Cgroups, filepath.Join(m, cgroupName))
+		for _, g := range []string{cgroupName, cpuGroupControlPlane, cpuGroupNode} {
+			if _, err := os.Stat(filepath.Join(m, g)); err == nil {
+				l.Cgroups = append(l.Cgroups, filepath.Join(m, g))
+			}
 		}
 	}
 	if ents, err := os.ReadDir(c.cfg.netnsDir()); err == nil {

@@ -17,6 +17,9 @@ func TestVersionsMatchBuildModules(t *testing.T) {
 		{"../../hack/containerd/go.mod", "github.com/containerd/containerd/v2", ContainerdVersion},
 		{"../../hack/gvisor/go.mod", "gvisor.dev/gvisor", GVisorVersion},
 		{"../../hack/registry/go.mod", "github.com/distribution/distribution/v3", RegistryVersion},
+		{"../../hack/coredns/go.mod", "github.com/coredns/coredns", CoreDNSVersion},
+		{"../../hack/kuberouter/go.mod", "github.com/cloudnativelabs/kube-router/v2", KubeRouterVersion},
+		{"../../hack/localpath/go.mod", "github.com/rancher/local-path-provisioner", LocalPathVersion},
 	} {
 		data, err := os.ReadFile(filepath.FromSlash(tc.gomod))
 		if err != nil {
