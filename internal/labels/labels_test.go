@@ -58,7 +58,7 @@ func TestNormalizeCreatedBy(t *testing.T) {
 	for in, want := range map[string]string{
 		"go-client": "go-client", "python-client": "python-client", "controller": "controller",
 		"typescript-client": "typescript-client",
-		"": "unknown", "kubectl": "unknown",
+		"":                  "unknown", "kubectl": "unknown",
 	} {
 		if got := NormalizeCreatedBy(in); got != want {
 			t.Errorf("NormalizeCreatedBy(%q) = %q, want %q", in, got, want)
