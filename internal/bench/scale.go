@@ -265,21 +265,67 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// claimWindow runs a sustained claim run against namespace 0's pool with
-// Run, inside a measurement window.
-func (cfg *ScaleConfig) claimWindow(ctx context.Context, name string, sandboxes int, rate float64, d time.Duration, poolSize int32) (*ScaleResult, error) {
+// claimWindow runs sustained claims at rate for d, spread evenly over the
+// first spread namespaces' pools (one Run per pool at rate/spread), inside
+// one measurement window.
+func (cfg *ScaleConfig) claimWindow(ctx context.Context, name string, sandboxes int, rate float64, d time.Duration, poolSize int32, spread int) (*ScaleResult, error) {
 	w := cfg.begin(ctx)
-	res, err := Run(ctx, Config{
-		RestConfig: cfg.RestConfig, Namespace: ScaleNamespace(0), WarmPool: ScalePoolName,
-		Scenario: Sustained, Rate: rate, Duration: d, PoolSize: poolSize, Timeout: cfg.Timeout, Seed: 1,
-	})
-	if err != nil {
+	results := make([]*Result, spread)
+	errs := make([]error, spread)
+	var wg sync.WaitGroup
+	for i := range spread {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = Run(ctx, Config{
+				RestConfig: cfg.RestConfig, Namespace: ScaleNamespace(i), WarmPool: ScalePoolName,
+				Scenario: Sustained, Rate: rate / float64(spread), Duration: d, PoolSize: poolSize, Timeout: cfg.Timeout,
+				Seed: int64(i + 1),
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r := &ScaleResult{Scenario: name, Sandboxes: sandboxes, Claims: res.Claims, Ready: res.Ready, Errors: res.Errors,
-		Warm: res.Warm, Client: res.Milestones[Ready], ClaimPathWrites: res.ClaimPathWrites}
+	r := &ScaleResult{Scenario: name, Sandboxes: sandboxes}
+	var traces []*ClaimTrace
+	for _, res := range results {
+		r.Claims += res.Claims
+		r.Ready += res.Ready
+		r.Errors += res.Errors
+		r.Warm += res.Warm
+		traces = append(traces, res.Traces...)
+	}
+	r.Client = MilestoneSummaries(traces)[Ready]
 	w.end(ctx, r)
+	// Each Run counted every pool's writes; split the window's once.
+	split := &Result{Claims: r.Claims, Writes: r.Writes}
+	split.splitWrites()
+	r.ClaimPathWrites = split.ClaimPathWrites
 	return r, nil
+}
+
+// waitQuiet waits until the namespaces hold no claim and exactly per
+// Sandboxes and Pods each: the previous step's claims are deleted
+// asynchronously, and their cascade must not be counted in the next one.
+func waitQuiet(ctx context.Context, c client.Client, namespaces int, per int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	want := leftovers{sandboxes: namespaces * per, pods: namespaces * per}
+	for {
+		got, err := countLeft(ctx, c, namespaces)
+		if err == nil && got == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster not quiet after %s: %+v, want %+v (%v)", timeout, got, want, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // RunGate is the reference's scalability gate: one pool of 1050, claims
@@ -297,7 +343,7 @@ func RunGate(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 		return nil, err
 	}
 	cfg.logf("gate: pool full in %s; claims at 75/s for 10s", fill.Round(time.Millisecond))
-	r, err := cfg.claimWindow(ctx, ScaleGate, pool, 75, 10*time.Second, pool)
+	r, err := cfg.claimWindow(ctx, ScaleGate, pool, 75, 10*time.Second, pool, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -317,6 +363,11 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 	var out []*ScaleResult
 	for _, n := range sizes {
 		per := int32(n / cfg.Namespaces)
+		if len(out) > 0 {
+			if err := waitQuiet(ctx, c, cfg.Namespaces, out[len(out)-1].Sandboxes/cfg.Namespaces, cfg.Timeout); err != nil {
+				return out, err
+			}
+		}
 		cfg.logf("growth: filling %d pools of %d", cfg.Namespaces, per)
 		w := cfg.begin(ctx)
 		fill, err := EnsurePools(ctx, c, cfg.Namespaces, per, cfg.Timeout)
@@ -326,7 +377,7 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 		fillRes := &ScaleResult{Sandboxes: n}
 		w.end(ctx, fillRes)
 		cfg.logf("growth: %d Sandboxes in %s; claims at 25/s for 10s", n, fill.Round(time.Millisecond))
-		r, err := cfg.claimWindow(ctx, ScaleGrowth, n, 25, 10*time.Second, per)
+		r, err := cfg.claimWindow(ctx, ScaleGrowth, n, 25, 10*time.Second, per, cfg.Namespaces)
 		if err != nil {
 			return out, err
 		}
@@ -372,6 +423,9 @@ func RunRestart(ctx context.Context, cfg ScaleConfig, n int, writeWindow time.Du
 	per := int32(n / cfg.Namespaces)
 	cfg.logf("restart: filling %d pools of %d", cfg.Namespaces, per)
 	if _, err := EnsurePools(ctx, c, cfg.Namespaces, per, cfg.Timeout); err != nil {
+		return nil, err
+	}
+	if err := waitQuiet(ctx, c, cfg.Namespaces, int(per), cfg.Timeout); err != nil {
 		return nil, err
 	}
 	cfg.StopController()
@@ -475,6 +529,9 @@ func RunMassDelete(ctx context.Context, cfg ScaleConfig, n int) (*ScaleResult, e
 	per := n / cfg.Namespaces
 	cfg.logf("delete: filling %d pools of %d", cfg.Namespaces, per)
 	if _, err := EnsurePools(ctx, c, cfg.Namespaces, int32(per), cfg.Timeout); err != nil {
+		return nil, err
+	}
+	if err := waitQuiet(ctx, c, cfg.Namespaces, per, cfg.Timeout); err != nil {
 		return nil, err
 	}
 	cfg.logf("delete: binding %d claims", per*cfg.Namespaces)

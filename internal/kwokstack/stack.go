@@ -270,7 +270,7 @@ func (s *Stack) createNodes(ctx context.Context) error {
 			}
 		}
 		if ready >= s.opts.Nodes {
-			return nil
+			return s.untaintNodes(ctx, nodes.Items)
 		}
 		if err := s.kwok.exited(); err != nil {
 			return fmt.Errorf("kwok exited: %w\n%s", err, s.kwok.tail())
@@ -284,6 +284,24 @@ func (s *Stack) createNodes(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// untaintNodes removes the not-ready taint the apiserver's admission puts
+// on every new node: on a cluster the node lifecycle controller lifts it
+// once the node reports Ready; here nothing runs that controller, and no
+// pod would ever schedule.
+func (s *Stack) untaintNodes(ctx context.Context, nodes []corev1.Node) error {
+	for i := range nodes {
+		n := &nodes[i]
+		if len(n.Spec.Taints) == 0 {
+			continue
+		}
+		n.Spec.Taints = nil
+		if err := s.Client.Update(ctx, n); err != nil {
+			return fmt.Errorf("untainting node %s: %w", n.Name, err)
+		}
+	}
+	return nil
 }
 
 // ControllerMetricsURL is the running controller's /metrics ("" when it

@@ -23,6 +23,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"sigs.k8s.io/agent-sandbox/internal/bench"
 	"sigs.k8s.io/agent-sandbox/internal/kwokstack"
 )
@@ -30,6 +33,7 @@ import (
 // startStack brings up a kwok stack with nodes simulated nodes.
 func startStack(tb testing.TB, nodes int) (*kwokstack.Stack, bench.ScaleConfig) {
 	tb.Helper()
+	ctrllog.SetLogger(logr.Discard()) // the harness's clients; the controller logs to its own file
 	ctx := context.Background()
 	st, err := kwokstack.Start(ctx, kwokstack.Options{Nodes: nodes, Log: testLog{tb}})
 	if err != nil {
@@ -204,6 +208,57 @@ func BenchmarkMassDelete(b *testing.B) {
 			b.Fatal(err)
 		}
 		report(b, r, "")
+		b.Logf("deletion writes: %v", r.Writes)
+		save(b, "delete", r)
+	}
+}
+
+func loadNow() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// BenchmarkScaleAll runs growth (AGENT_SANDBOX_SCALE_SIZES), then the
+// restart at the largest size, then the mass deletion of
+// AGENT_SANDBOX_SCALE_DELETE (default: half the largest size) claims, on
+// one stack, so the big pools are filled once. Results go to
+// $AGENT_SANDBOX_SCALE_OUT as growth.json (+ growth.png), restart.json and
+// delete.json.
+func BenchmarkScaleAll(b *testing.B) {
+	sz := sizes(b)
+	largest := sz[len(sz)-1]
+	del := envInt(b, "AGENT_SANDBOX_SCALE_DELETE", largest/2)
+	for range b.N {
+		_, cfg := startStack(b, 100)
+		ctx := context.Background()
+		rs, err := bench.RunGrowth(ctx, cfg, sz)
+		for _, r := range rs {
+			report(b, r, fmt.Sprintf("@%d", r.Sandboxes))
+		}
+		if dir := save(b, "growth", rs); dir != "" && len(rs) > 0 {
+			if err := bench.PlotGrowth(rs, filepath.Join(dir, "growth.png")); err != nil {
+				b.Error(err)
+			}
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := bench.RunRestart(ctx, cfg, largest, 60*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		report(b, r, "@restart")
+		b.Logf("restart writes in the first 60 s: %v", r.Writes)
+		save(b, "restart", r)
+		r, err = bench.RunMassDelete(ctx, cfg, del)
+		if err != nil {
+			b.Fatal(err)
+		}
+		report(b, r, "@delete")
 		b.Logf("deletion writes: %v", r.Writes)
 		save(b, "delete", r)
 	}
