@@ -57,6 +57,10 @@ type Options struct {
 	// WorkDir holds configs, binaries and logs (default: a temp directory
 	// removed by Stop).
 	WorkDir string
+	// GCQPS is the garbage collector's client QPS (kube-controller-manager
+	// --kube-api-qps; its default, 20, when 0). Mass deletions cascade
+	// through the GC, so this bounds how fast they finish.
+	GCQPS int
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
@@ -157,7 +161,11 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		<-binc
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
-	if s.gc, err = s.Env.StartGarbageCollector(); err != nil {
+	var gcArgs []string
+	if opts.GCQPS > 0 {
+		gcArgs = []string{"--kube-api-qps=" + strconv.Itoa(opts.GCQPS), "--kube-api-burst=" + strconv.Itoa(2*opts.GCQPS)}
+	}
+	if s.gc, err = s.Env.StartGarbageCollector(gcArgs...); err != nil {
 		<-binc
 		return nil, err
 	}

@@ -8,7 +8,9 @@
 //	AGENT_SANDBOX_SCALE_SIZES=1000,5000,10000 go test ./test/bench/scale -run '^$' -bench Growth -benchtime 1x -timeout 90m
 //	AGENT_SANDBOX_SCALE_SANDBOXES=10000 go test ./test/bench/scale -run '^$' -bench Restart -benchtime 1x -timeout 60m
 //
-// AGENT_SANDBOX_SCALE_OUT names a directory for each run's JSON results
+// AGENT_SANDBOX_SCALE_GC_QPS sets the garbage collector's client QPS
+// (default 20, kube-controller-manager's default), which bounds mass
+// deletions. AGENT_SANDBOX_SCALE_OUT names a directory for each run's JSON results
 // and the growth plot (growth.png).
 package scale_test
 
@@ -35,7 +37,8 @@ func startStack(tb testing.TB, nodes int) (*kwokstack.Stack, bench.ScaleConfig) 
 	tb.Helper()
 	ctrllog.SetLogger(logr.Discard()) // the harness's clients; the controller logs to its own file
 	ctx := context.Background()
-	st, err := kwokstack.Start(ctx, kwokstack.Options{Nodes: nodes, Log: testLog{tb}})
+	st, err := kwokstack.Start(ctx, kwokstack.Options{Nodes: nodes, Log: testLog{tb},
+		GCQPS: envInt(tb, "AGENT_SANDBOX_SCALE_GC_QPS", 20)})
 	if err != nil {
 		tb.Fatalf("starting kwok stack: %v", err)
 	}
