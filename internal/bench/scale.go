@@ -516,10 +516,10 @@ func (cfg *ScaleConfig) settled(ctx context.Context, c client.Client, per int32)
 	return true, nil
 }
 
-// RunMassDelete binds n claims (spread over the namespaces), stops the
-// pools refilling, deletes every claim at once and measures the time and
-// writes until no claim, Sandbox or Pod is left. Extra["leftover_*"] count
-// what remained (must be 0).
+// RunMassDelete binds n claims (spread over the namespaces), waits for
+// the pools to refill, deletes every claim at once and measures the time
+// and writes until no claim is left and only the pools' Sandboxes and Pods
+// remain. Extra["leftover_*"] count what remained beyond that (must be 0).
 func RunMassDelete(ctx context.Context, cfg ScaleConfig, n int) (*ScaleResult, error) {
 	cfg.defaults()
 	c, err := scaleClient(cfg.RestConfig)
@@ -538,16 +538,12 @@ func RunMassDelete(ctx context.Context, cfg ScaleConfig, n int) (*ScaleResult, e
 	if err := bindClaims(ctx, c, cfg.Namespaces, per, cfg.Timeout); err != nil {
 		return nil, err
 	}
-	// Stop refills so that what is measured is the deletion alone.
+	// Wait for the refill the claims caused: it must not be counted as
+	// the deletion's. Deleting a claim does not refill (its Sandbox left
+	// the pool when it was adopted), so the pools stay full throughout.
 	for i := range cfg.Namespaces {
 		pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: ScalePoolName, Namespace: ScaleNamespace(i)}}
-		if err := scalePool(ctx, c, pool, 0); err != nil {
-			return nil, err
-		}
-	}
-	for i := range cfg.Namespaces {
-		pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: ScalePoolName, Namespace: ScaleNamespace(i)}}
-		if err := waitPool(ctx, c, pool, 0, cfg.Timeout); err != nil {
+		if err := waitPool(ctx, c, pool, int32(per), cfg.Timeout); err != nil {
 			return nil, err
 		}
 	}
@@ -560,10 +556,13 @@ func RunMassDelete(ctx context.Context, cfg ScaleConfig, n int) (*ScaleResult, e
 		}
 	}
 	deadline := time.Now().Add(cfg.Timeout)
+	// What must remain: the full pools, nothing of the claims.
+	pools := leftovers{sandboxes: per * cfg.Namespaces, pods: per * cfg.Namespaces}
 	var left leftovers
 	for {
-		left, err = countLeft(ctx, c, cfg.Namespaces)
-		if err == nil && left.total() == 0 {
+		got, err := countLeft(ctx, c, cfg.Namespaces)
+		left = leftovers{claims: got.claims, sandboxes: got.sandboxes - pools.sandboxes, pods: got.pods - pools.pods}
+		if err == nil && left == (leftovers{}) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -587,8 +586,6 @@ func RunMassDelete(ctx context.Context, cfg ScaleConfig, n int) (*ScaleResult, e
 }
 
 type leftovers struct{ claims, sandboxes, pods int }
-
-func (l leftovers) total() int { return l.claims + l.sandboxes + l.pods }
 
 func countLeft(ctx context.Context, c client.Client, namespaces int) (leftovers, error) {
 	var l leftovers
