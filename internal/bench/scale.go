@@ -239,7 +239,9 @@ func (w *window) end(ctx context.Context, r *ScaleResult) {
 			r.ControllerCPU = c1.Values["process_cpu_seconds_total"] - before.Values["process_cpu_seconds_total"]
 			h := Histogram(c1.Buckets[ControllerHistogram]).Sub(Histogram(before.Buckets[ControllerHistogram]))
 			r.CtrlObservations = h.Count()
-			r.CtrlP50, r.CtrlP90, r.CtrlP99 = h.Quantile(0.5), h.Quantile(0.9), h.Quantile(0.99)
+			if r.CtrlObservations > 0 { // NaN otherwise, which JSON cannot carry
+				r.CtrlP50, r.CtrlP90, r.CtrlP99 = h.Quantile(0.5), h.Quantile(0.9), h.Quantile(0.99)
+			}
 		}
 	}
 	if r.Claims > 0 {

@@ -101,7 +101,10 @@ func save(tb testing.TB, name string, v any) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	b, _ := json.MarshalIndent(v, "", "  ")
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		tb.Fatalf("encoding %s results: %v", name, err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
 		tb.Fatal(err)
 	}
