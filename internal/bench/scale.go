@@ -59,6 +59,9 @@ type ScaleConfig struct {
 	Timeout time.Duration
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// BeforeClaims, when set, is called as a claim window opens (e.g. to
+	// start CPU profiles covering it).
+	BeforeClaims func(ctx context.Context)
 }
 
 // ScaleResult is what one scale measurement found. Durations in
@@ -271,6 +274,9 @@ func loadAvg() string {
 // first spread namespaces' pools (one Run per pool at rate/spread), inside
 // one measurement window.
 func (cfg *ScaleConfig) claimWindow(ctx context.Context, name string, sandboxes int, rate float64, d time.Duration, poolSize int32, spread int) (*ScaleResult, error) {
+	if cfg.BeforeClaims != nil {
+		cfg.BeforeClaims(ctx)
+	}
 	w := cfg.begin(ctx)
 	results := make([]*Result, spread)
 	errs := make([]error, spread)

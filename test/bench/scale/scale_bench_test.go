@@ -18,12 +18,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -33,12 +38,13 @@ import (
 )
 
 // startStack brings up a kwok stack with nodes simulated nodes.
-func startStack(tb testing.TB, nodes int) (*kwokstack.Stack, bench.ScaleConfig) {
+func startStack(tb testing.TB, nodes int, controllerArgs ...string) (*kwokstack.Stack, bench.ScaleConfig) {
 	tb.Helper()
 	ctrllog.SetLogger(logr.Discard()) // the harness's clients; the controller logs to its own file
 	ctx := context.Background()
 	st, err := kwokstack.Start(ctx, kwokstack.Options{Nodes: nodes, Log: testLog{tb},
-		GCQPS: envInt(tb, "AGENT_SANDBOX_SCALE_GC_QPS", 20)})
+		ControllerArgs: append(append([]string(nil), kwokstack.GateControllerArgs...), controllerArgs...),
+		GCQPS:          envInt(tb, "AGENT_SANDBOX_SCALE_GC_QPS", 20)})
 	if err != nil {
 		tb.Fatalf("starting kwok stack: %v", err)
 	}
@@ -144,8 +150,21 @@ func report(b *testing.B, r *bench.ScaleResult, suffix string) {
 // timings are not a pass/fail signal).
 func BenchmarkGate(b *testing.B) {
 	for range b.N {
-		_, cfg := startStack(b, 100)
+		st, cfg := startStack(b, 100, "--enable-pprof")
 		cfg.Namespaces = 1
+		var profiles sync.WaitGroup
+		if dir := os.Getenv("AGENT_SANDBOX_SCALE_PROFILE"); dir != "" {
+			// CPU profiles of the controller and the apiserver over the
+			// claim window: where the time goes when the gate is missed.
+			cfg.BeforeClaims = func(ctx context.Context) {
+				profiles.Add(2)
+				go func() {
+					defer profiles.Done()
+					saveProfile(b, st.ControllerMetricsURL(), filepath.Join(dir, "controller.pprof"))
+				}()
+				go func() { defer profiles.Done(); saveAPIServerProfile(b, st, filepath.Join(dir, "apiserver.pprof")) }()
+			}
+		}
 		r, err := bench.RunGate(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -154,6 +173,46 @@ func BenchmarkGate(b *testing.B) {
 		b.Logf("gate thresholds (controller histogram): P50 %.0f/%.0f ms, P90 %.0f/%.0f ms, P99 %.0f/%.0f ms: %s",
 			r.CtrlP50, bench.GateP50, r.CtrlP90, bench.GateP90, r.CtrlP99, bench.GateP99, verdict(r))
 		save(b, "gate", r)
+		profiles.Wait()
+	}
+}
+
+// saveProfile fetches a 12 s CPU profile from the controller's metrics
+// server (--enable-pprof).
+func saveProfile(b *testing.B, metricsURL, path string) {
+	url := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/profile?seconds=12"
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Errorf("controller profile: %v", err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Errorf("controller profile: %s %v", resp.Status, err)
+		return
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Error(err)
+	}
+}
+
+// saveAPIServerProfile fetches a 12 s CPU profile from the apiserver's
+// /debug/pprof (kube-apiserver --profiling defaults to on).
+func saveAPIServerProfile(b *testing.B, st *kwokstack.Stack, path string) {
+	cs, err := kubernetes.NewForConfig(st.Config)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	data, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "12").
+		Timeout(30 * time.Second).DoRaw(context.Background())
+	if err != nil {
+		b.Errorf("apiserver profile: %v", err)
+		return
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Error(err)
 	}
 }
 
