@@ -11,7 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sigs.k8s.io/agent-sandbox/internal/bench"
 	"sigs.k8s.io/agent-sandbox/internal/kwokstack"
@@ -42,6 +44,18 @@ func isScaleScenario(s string) bool { return strings.HasPrefix(s, "scale-") }
 // test binaries of `make deps-test` and runs from a source checkout) and
 // runs one scale scenario on it.
 func runScale(ctx context.Context, cmd *cobra.Command, scenario, output string, f scaleFlags) error {
+	switch scenario {
+	case bench.ScaleGate, bench.ScaleGrowth, bench.ScaleRestart, bench.ScaleDelete:
+	default: // before minutes of stack start-up, not after
+		return fmt.Errorf("unknown scale scenario %q (want %s, %s, %s or %s)", scenario,
+			bench.ScaleGate, bench.ScaleGrowth, bench.ScaleRestart, bench.ScaleDelete)
+	}
+	if output != "" && output != "table" && output != "json" {
+		return fmt.Errorf("unknown output %q for a scale scenario (fix: use -o table or json)", output)
+	}
+	// The stack's in-process clients (envtest) log through controller-runtime;
+	// without a logger it prints a warning with a stack trace.
+	ctrllog.SetLogger(logr.Discard())
 	errOut := cmd.ErrOrStderr()
 	fmt.Fprintf(errOut, "bench: bringing up a kwok stack with %d nodes...\n", f.kwokNodes)
 	st, err := kwokstack.Start(ctx, kwokstack.Options{Nodes: f.kwokNodes, Log: errOut})
