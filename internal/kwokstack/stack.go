@@ -31,6 +31,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -304,8 +305,10 @@ func (s *Stack) untaintNodes(ctx context.Context, nodes []corev1.Node) error {
 		if len(n.Spec.Taints) == 0 {
 			continue
 		}
-		n.Spec.Taints = nil
-		if err := s.Client.Update(ctx, n); err != nil {
+		// A patch, not an Update: kwok writes node status concurrently,
+		// and an Update from the list would fail on a stale
+		// resourceVersion.
+		if err := s.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"taints":null}}`))); err != nil {
 			return fmt.Errorf("untainting node %s: %w", n.Name, err)
 		}
 	}
