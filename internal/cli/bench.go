@@ -35,6 +35,7 @@ func newBenchCommand() *cobra.Command {
 		tti        bool
 		pace       bool
 		viaTunnel  bool
+		scale      scaleFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -49,13 +50,22 @@ func newBenchCommand() *cobra.Command {
 			"sdk (--count claims one after another through the Go SDK: claim, Ready,\n" +
 			"connection, first command output through the router, close; --pace waits\n" +
 			"for a full Ready pool before each claim).\n" +
+			"Scale scenarios (scale-gate, scale-growth, scale-restart, scale-delete) bring up\n" +
+			"their own kwok stack (--kwok-nodes simulated nodes; needs `make deps-test` and a\n" +
+			"source checkout) and report claim latency, the controller histogram, writes,\n" +
+			"controller CPU and RSS, apiserver CPU and etcd size as the object count grows.\n" +
 			"--tti also runs a command in each sandbox through the router.",
 		Example: "  agent-sandbox bench --scenario burst --count 300 --pool-size 300\n" +
 			"  agent-sandbox bench --scenario sustained --rate 100 --duration 30s --pool-size 400\n" +
 			"  agent-sandbox bench --scenario burst --count 50 --pool-size 50 --tti\n" +
-			"  agent-sandbox bench --scenario sdk --count 50 --pool-size 3 --pace",
+			"  agent-sandbox bench --scenario sdk --count 50 --pool-size 3 --pace\n" +
+			"  agent-sandbox bench --scenario scale-gate --kwok-nodes 100\n" +
+			"  agent-sandbox bench --scenario scale-growth --scale-sizes 1000,5000,10000 --plot growth.png",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if isScaleScenario(cfg.Scenario) {
+				return runScale(cmd.Context(), cmd, cfg.Scenario, output, scale)
+			}
 			rc, err := loadRESTConfig(kubeconfig)
 			if err != nil {
 				return err
@@ -128,7 +138,7 @@ func newBenchCommand() *cobra.Command {
 	f.StringVar(&kubeconfig, "bench-kubeconfig", "", "kubeconfig (default: $KUBECONFIG, the local cluster's, then ~/.kube/config)")
 	f.StringVar(&cfg.Namespace, "pool-namespace", "default", "namespace of the warm pool and the claims")
 	f.StringVar(&cfg.WarmPool, "pool", platform.DefaultPool, "warm pool to claim from")
-	f.StringVar(&cfg.Scenario, "scenario", bench.Burst, "sustained, burst, cold or sdk")
+	f.StringVar(&cfg.Scenario, "scenario", bench.Burst, "sustained, burst, cold, sdk, scale-gate, scale-growth, scale-restart or scale-delete")
 	f.Float64Var(&cfg.Rate, "rate", 10, "claims per second (sustained)")
 	f.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to create claims (sustained)")
 	f.IntVar(&count, "count", 100, "claims to create (burst, cold)")
@@ -142,6 +152,7 @@ func newBenchCommand() *cobra.Command {
 	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the Poisson arrivals")
 	f.DurationVar(&cfg.Dwell, "dwell", 0, "delete each claim this long after it is Ready (0 keeps all claims until the end)")
 	f.StringVarP(&output, "output", "o", "table", "table, json or csv")
+	scale.register(cmd)
 	return cmd
 }
 

@@ -19,7 +19,9 @@ type GarbageCollector struct {
 }
 
 // StartGarbageCollector starts kube-controller-manager --controllers=garbagecollector.
-func (e *Env) StartGarbageCollector() (*GarbageCollector, error) {
+// extraArgs are appended to its flags (e.g. --kube-api-qps: the default
+// 20 QPS bounds how fast a mass deletion cascades).
+func (e *Env) StartGarbageCollector(extraArgs ...string) (*GarbageCollector, error) {
 	bin := filepath.Join(e.AssetsDir, "kube-controller-manager")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("kube-controller-manager missing in %s: run `make deps-test`: %w", e.AssetsDir, err)
@@ -28,14 +30,14 @@ func (e *Env) StartGarbageCollector() (*GarbageCollector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating log: %w", err)
 	}
-	cmd := exec.Command(bin,
-		"--kubeconfig="+e.Kubeconfig,
+	cmd := exec.Command(bin, append([]string{
+		"--kubeconfig=" + e.Kubeconfig,
 		"--controllers=garbage-collector-controller,persistentvolumeclaim-protection-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--concurrent-gc-syncs=20",
 		"--use-service-account-credentials=false",
-	)
+	}, extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()

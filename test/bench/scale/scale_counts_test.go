@@ -1,0 +1,76 @@
+package scale_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/agent-sandbox/internal/bench"
+)
+
+// TestScaleCounts holds the counts of the scale scenarios, never their
+// timings, at AGENT_SANDBOX_SCALE_TEST_SANDBOXES (default 500) Sandboxes
+// over 10 pools on 10 kwok nodes:
+//   - filling the pools creates exactly one Sandbox and one Pod per
+//     replica (no over-creation);
+//   - a warm claim costs at most 3 claim-path writes (the budget) and every
+//     claim is served warm, without errors;
+//   - a controller restart rewrites nothing that is already right: the
+//     writes in the window are the one claim's and its refill's, far below
+//     one per Sandbox;
+//   - deleting every claim at once leaves no claim, Sandbox or Pod.
+func TestScaleCounts(t *testing.T) {
+	n := envInt(t, "AGENT_SANDBOX_SCALE_TEST_SANDBOXES", 500)
+	_, cfg := startStack(t, 10)
+	ctx := context.Background()
+
+	t.Run("growth", func(t *testing.T) {
+		rs, err := bench.RunGrowth(ctx, cfg, []int{n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rs[0]
+		if got := r.Extra["fill_sandbox_creates"]; got != float64(n) {
+			t.Errorf("filling pools of %d Sandboxes created %.0f Sandboxes (over-creation %.0f)", n, got, got-float64(n))
+		}
+		if got := r.Extra["fill_pod_creates"]; got != float64(n) {
+			t.Errorf("filling pools of %d Sandboxes created %.0f Pods", n, got)
+		}
+		if r.Errors != 0 || r.Ready != r.Claims || r.Warm != r.Claims {
+			t.Errorf("%d claims: %d ready, %d warm, %d errors; want all ready and warm", r.Claims, r.Ready, r.Warm, r.Errors)
+		}
+		if r.ClaimPathWrites > 3 {
+			t.Errorf("%.2f claim-path writes per claim, budget 3 (writes %v)", r.ClaimPathWrites, r.Writes)
+		}
+	})
+
+	t.Run("restart", func(t *testing.T) {
+		r, err := bench.RunRestart(ctx, cfg, n, 15*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The one claim costs its claim path, its refill (Sandbox, Pod,
+		// binding, statuses) and a few events: a couple of dozen writes.
+		// A restart that re-wrote each Sandbox or Pod would cost n or more.
+		if got := r.Writes.Total(); got > 40 {
+			t.Errorf("%.0f writes in the %s after a restart with %d Sandboxes (want <= 40): %v", got, 15*time.Second, n, r.Writes)
+		}
+		for _, k := range []string{"PUT sandboxes/status", "PATCH sandboxes/status", "PUT sandboxwarmpools/status", "PATCH sandboxwarmpools/status"} {
+			if r.Writes[k] > 3 {
+				t.Errorf("%s: %.0f writes after a restart (want at most the claim's and its refill's)", k, r.Writes[k])
+			}
+		}
+	})
+
+	t.Run("mass-delete", func(t *testing.T) {
+		r, err := bench.RunMassDelete(ctx, cfg, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"leftover_claims", "leftover_sandboxes", "leftover_pods"} {
+			if r.Extra[k] != 0 {
+				t.Errorf("%s = %.0f after deleting %d claims, want 0", k, r.Extra[k], n)
+			}
+		}
+	})
+}
