@@ -131,9 +131,12 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		}
 		s.ownsDir = true
 	}
+	// The error returns below set the named result s to nil, so the cleanup
+	// keeps its own reference to what was started.
+	started := s
 	defer func() {
 		if err != nil {
-			_ = s.Stop()
+			_ = started.Stop()
 		}
 	}()
 
@@ -338,6 +341,9 @@ func (s *Stack) StartController(ctx context.Context) error {
 	}
 	args := append([]string{
 		"--extensions", "--leader-elect=false",
+		// The stack speaks v1beta1 only and has no webhook Service or
+		// namespace for the certificates; the gate measures claims.
+		"--enable-webhook=false",
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port),
 		"--health-probe-bind-address=0",
 		"--zap-log-level=error",
