@@ -82,7 +82,7 @@ test-python: deps-test
 # CI takes the cluster down at the end; locally it stays up for fast reruns.
 .PHONY: test-e2e
 test-e2e: deps images
-	AGENT_SANDBOX_E2E_DOWN=$(if $(CI),1,0) $(GO) test -count=1 -p 1 -timeout 30m ./test/e2e/
+	AGENT_SANDBOX_E2E_DOWN=$(if $(CI),1,0) $(GO) test -count=1 -p 1 -timeout 45m ./test/e2e/
 
 ## images: every image as an OCI tarball in ~/.cache/agent-sandbox/images:
 ## sandbox runtimes (sandboxd, python-runtime), the examples' (jupyterlab,
