@@ -51,6 +51,12 @@ func TestRegistryInstall(t *testing.T) {
 
 	images := makePush(ctx, t, prefix)
 	removeFromContainerd(ctx, t, images)
+	// Removing the pushed names also drops the same images' local names
+	// from the CRI plugin's image cache (same image IDs), although ctr still
+	// lists them; the kubelet then tries to pull localhost/... and every
+	// later test's pool stays Pending. Remove and re-import the local names
+	// so containerd's CRI view matches again.
+	t.Cleanup(func() { reimportLocalImages(t, images) })
 
 	removeManifestInstall(ctx, t, c)
 	t.Cleanup(func() {
@@ -161,6 +167,19 @@ func containerdImages(ctx context.Context, t *testing.T) map[string]string {
 
 // removeFromContainerd removes the pushed references from the node, so the
 // next pods must pull them from the registry.
+// reimportLocalImages removes the local (localhost/agent-sandbox/<name>:dev)
+// names of the pushed images and imports the cluster's image tarballs again.
+func reimportLocalImages(t *testing.T, images map[string]pushed) {
+	t.Helper()
+	ctx := context.Background()
+	for name := range images {
+		_, _ = cluster.Ctr(ctx, "images", "rm", "--sync", "localhost/agent-sandbox/"+name+":dev")
+	}
+	if err := cluster.ImportImages(ctx, cluster.Config().Images...); err != nil {
+		t.Errorf("re-importing the local images: %v", err)
+	}
+}
+
 func removeFromContainerd(ctx context.Context, t *testing.T, images map[string]pushed) {
 	t.Helper()
 	present := containerdImages(ctx, t)
