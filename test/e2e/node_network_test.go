@@ -155,7 +155,11 @@ func TestNodeDNSAndServices(t *testing.T) {
 			// kube-proxy may need a sync period to program a new Service.
 			var got string
 			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-				got = strings.TrimSpace(execInPod(ctx, t, client, "sh", "-c", "/bin/busybox wget -q -T 2 -O - http://"+created.Spec.ClusterIP+"/ 2>&1 || true"))
+				out := execInPod(ctx, t, client, "sh", "-c", "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 "+created.Spec.ClusterIP+" 80 2>&1 || true")
+				if i := strings.Index(out, "\r\n\r\n"); i >= 0 {
+					out = out[i+4:]
+				}
+				got = strings.TrimSpace(out)
 				return got == want, nil
 			})
 			if err != nil {
