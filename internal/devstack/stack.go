@@ -408,23 +408,7 @@ func (s *Stack) Stop() error {
 // sandboxdBinary returns a sandboxd executable: the given one, the one
 // named by $AGENT_SANDBOX_SANDBOXD, or a fresh build of cmd/sandboxd.
 func sandboxdBinary(ctx context.Context, given, workDir string) (string, error) {
-	if given == "" {
-		given = os.Getenv("AGENT_SANDBOX_SANDBOXD")
-	}
-	if given != "" {
-		if _, err := os.Stat(given); err != nil {
-			return "", fmt.Errorf("sandboxd binary: %w", err)
-		}
-		return given, nil
-	}
-	out := filepath.Join(workDir, "bin", "sandboxd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/sandboxd")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building sandboxd: %w\n%s", err, b)
-	}
-	return out, nil
+	return testenv.RepoBinary(ctx, given, "AGENT_SANDBOX_SANDBOXD", "sandboxd", workDir)
 }
 
 // sandboxdCommand runs sandboxd for pod on ip, with its workspace and log

@@ -490,23 +490,7 @@ func kwokBinary(ctx context.Context, given string) (string, error) {
 // controllerBinary returns the given controller, else builds this
 // repository's into workDir.
 func controllerBinary(ctx context.Context, given, workDir string) (string, error) {
-	if given == "" {
-		given = os.Getenv("AGENT_SANDBOX_CONTROLLER")
-	}
-	if given != "" {
-		if _, err := os.Stat(given); err != nil {
-			return "", fmt.Errorf("controller binary: %w", err)
-		}
-		return given, nil
-	}
-	out := filepath.Join(workDir, "bin", "agent-sandbox-controller")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/agent-sandbox-controller")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building agent-sandbox-controller: %w\n%s", err, b)
-	}
-	return out, nil
+	return testenv.RepoBinary(ctx, given, "AGENT_SANDBOX_CONTROLLER", "agent-sandbox-controller", workDir)
 }
 
 var probeClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
