@@ -131,9 +131,15 @@ func NewProxyHandler(o ProxyOptions) *ProxyHandler {
 		// Flush every write: SSE, progress streams and interactive output
 		// must reach the client as soon as the sandbox produces them.
 		FlushInterval: -1,
-		BufferPool:    bufferPool{},
-		ErrorHandler:  h.proxyError,
-		ErrorLog:      nil,
+		ModifyResponse: func(res *http.Response) error {
+			if stateFrom(res.Request.Context()).useH2C {
+				trailersOnlyToTrailers(res)
+			}
+			return nil
+		},
+		BufferPool:   bufferPool{},
+		ErrorHandler: h.proxyError,
+		ErrorLog:     nil,
 	}
 	return h
 }

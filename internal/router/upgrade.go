@@ -38,3 +38,28 @@ func headerHasToken(values []string, token string) bool {
 	}
 	return false
 }
+
+// grpcStatusHeaders are the fields gRPC sends in trailers, or, in a
+// "Trailers-Only" response (an error before any message), in the one
+// HEADERS frame that also ends the stream.
+var grpcStatusHeaders = []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin"}
+
+// trailersOnlyToTrailers moves the status of a Trailers-Only gRPC response
+// into declared trailers. ReverseProxy flushes the response headers as soon
+// as it starts copying (FlushInterval -1), which can put them on the wire in
+// a HEADERS frame that does not end the stream; the client then reads the
+// status as ordinary headers and fails the call with "server closed the
+// stream without sending trailers". As trailers the status arrives in the
+// final frame whatever the timing.
+func trailersOnlyToTrailers(res *http.Response) {
+	if res.Header.Get("Grpc-Status") == "" || len(res.Trailer) > 0 {
+		return
+	}
+	res.Trailer = http.Header{}
+	for _, k := range grpcStatusHeaders {
+		if v, ok := res.Header[k]; ok {
+			res.Trailer[k] = v
+			delete(res.Header, k)
+		}
+	}
+}
