@@ -305,6 +305,16 @@ func (c *Cluster) kubeletConfigPath() string {
 //     links them from /var/log/containers; Down removes those links).
 //   - Client rate limits are raised so pod status writes keep up with
 //     warm-pool refills.
+//   - imagePullCredentialsVerificationPolicy: NeverVerify. Under the default
+//     (NeverVerifyPreloadedImages) an image ID the kubelet once pulled under
+//     one name is no longer "preloaded" under any other name: after a pull
+//     of registry/agent-sandbox/python-runtime, the imported
+//     localhost/agent-sandbox/python-runtime:dev (same ID) had to be pulled
+//     again for credential verification, which cannot work for a local
+//     import, and every pod using it stayed in ErrImagePull until the
+//     kubelet's pull records were wiped. The node is single-user and its
+//     images are local imports or anonymous pulls, so there are no pull
+//     credentials to protect across namespaces.
 func (c *Cluster) kubeletConfig() string {
 	pki := c.cfg.pkiDir()
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -339,6 +349,7 @@ kubeAPIQPS: 100
 kubeAPIBurst: 200
 registerNode: true
 rotateCertificates: false
+imagePullCredentialsVerificationPolicy: NeverVerify
 podLogsDir: %s
 `, filepath.Join(pki, "ca.crt"), c.cfg.NodeIP, c.cfg.KubeletPort, c.cfg.KubeletHealthzPort,
 		filepath.Join(pki, "kubelet-serving.crt"), filepath.Join(pki, "kubelet-serving.key"),

@@ -46,17 +46,24 @@ func TestRegistryInstall(t *testing.T) {
 	if err := cluster.StartRegistry(ctx); err != nil {
 		t.Fatalf("starting the registry: %v", err)
 	}
+	// Registered first, so it runs last: once the registry names are gone
+	// and the manifest install is back, a new pool of the locally imported
+	// python-runtime image still serves warm claims. (The kubelet once
+	// refused exactly that after it had pulled the same image ID under the
+	// registry's name, see kubeletConfig in internal/localcluster.)
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		const pool = "after-registry-pool"
+		ensurePool(t, c, pool, "gvisor")
+		claimAndRunPython(t, c, routerURL(t, c), pool, "gvisor")
+	})
 	t.Cleanup(cluster.StopRegistry)
 	prefix := cluster.Config().RegistryAddr() + "/agent-sandbox"
 
 	images := makePush(ctx, t, prefix)
 	removeFromContainerd(ctx, t, images)
-	// Removing the pushed names also drops the same images' local names
-	// from the CRI plugin's image cache (same image IDs), although ctr still
-	// lists them; the kubelet then tries to pull localhost/... and every
-	// later test's pool stays Pending. Remove and re-import the local names
-	// so containerd's CRI view matches again.
-	t.Cleanup(func() { reimportLocalImages(t, images) })
 
 	removeManifestInstall(ctx, t, c)
 	t.Cleanup(func() {
@@ -167,19 +174,6 @@ func containerdImages(ctx context.Context, t *testing.T) map[string]string {
 
 // removeFromContainerd removes the pushed references from the node, so the
 // next pods must pull them from the registry.
-// reimportLocalImages removes the local (localhost/agent-sandbox/<name>:dev)
-// names of the pushed images and imports the cluster's image tarballs again.
-func reimportLocalImages(t *testing.T, images map[string]pushed) {
-	t.Helper()
-	ctx := context.Background()
-	for name := range images {
-		_, _ = cluster.Ctr(ctx, "images", "rm", "--sync", "localhost/agent-sandbox/"+name+":dev")
-	}
-	if err := cluster.ImportImages(ctx, cluster.Config().Images...); err != nil {
-		t.Errorf("re-importing the local images: %v", err)
-	}
-}
-
 func removeFromContainerd(ctx context.Context, t *testing.T, images map[string]pushed) {
 	t.Helper()
 	present := containerdImages(ctx, t)
