@@ -165,12 +165,17 @@ func (c *Cluster) Up(ctx context.Context) error {
 			plan[name] = rec
 			continue
 		}
+		// A component stopped just now may hold its ports for a moment
+		// after its PID is gone (seen with the kubelet's 10250), so those
+		// get a short grace; any other holder is reported at once.
+		grace := time.Duration(0)
 		if rec.alive() {
 			c.step("%s: configuration or binary changed, restarting", name)
 			stopProcess(rec, 15*time.Second)
+			grace = 10 * time.Second
 		}
 		for _, addr := range c.cfg.ports(name) {
-			if err := checkPortFree(addr); err != nil {
+			if err := waitPortFree(addr, grace); err != nil {
 				return err
 			}
 		}

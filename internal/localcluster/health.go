@@ -232,6 +232,18 @@ func checkPortFree(addr string) error {
 		"port %s is already in use by %s", addr, owner)
 }
 
+// waitPortFree is checkPortFree retried for up to grace.
+func waitPortFree(addr string, grace time.Duration) error {
+	deadline := time.Now().Add(grace)
+	for {
+		err := checkPortFree(addr)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // listenerOwner finds the process listening on a TCP port via /proc/net/tcp*
 // socket inodes and /proc/<pid>/fd links. Best effort.
 func listenerOwner(port int) (int, string) {
