@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -197,4 +198,37 @@ func detail(r io.Reader) string {
 		return d.Detail
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// halfCloser is a connection that can send EOF while still reading.
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
+}
+
+// Join copies between a and b until both directions have ended, passing a
+// clean EOF on as a half-close, and closes both. An error in either
+// direction closes both at once. It returns the bytes copied a->b and b->a.
+func Join(a, b halfCloser) (ab, ba int64) {
+	var once sync.Once
+	closeBoth := func() { once.Do(func() { _ = a.Close(); _ = b.Close() }) }
+	defer closeBoth()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		var err error
+		if ab, err = io.Copy(b, a); err != nil || b.CloseWrite() != nil {
+			closeBoth()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		var err error
+		if ba, err = io.Copy(a, b); err != nil || a.CloseWrite() != nil {
+			closeBoth()
+		}
+	}()
+	wg.Wait()
+	return ab, ba
 }
