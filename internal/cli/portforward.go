@@ -122,7 +122,7 @@ func newPortForwardCommand(prog string, flags *clusterFlags) *cobra.Command {
 			"With --tcp every local connection becomes one raw TCP tunnel to the port instead\n" +
 			"(any protocol: databases, SSH, Redis; half-close is passed on), authorized and\n" +
 			"checked by the router exactly like an HTTP request. Runs until Ctrl-C.",
-		Example: "  " + prog + " port-forward my-sandbox 8000            # a web app on :8000\n" +
+		Example: "  " + prog + " port-forward my-sandbox 8000            # a web app: prints URL: http://127.0.0.1:8000/\n" +
 			"  " + prog + " port-forward my-sandbox 9000:8080 &  curl localhost:9000/v1/health\n" +
 			"  " + prog + " port-forward --tcp my-sandbox 5432      # psql -h 127.0.0.1",
 		Args:              exactArgs(2, "a sandbox NAME and a port spec [LOCAL:]REMOTE"),
@@ -176,6 +176,7 @@ func newPortForwardCommand(prog string, flags *clusterFlags) *cobra.Command {
 			}
 			srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 30 * time.Second}
 			fmt.Fprintf(cmd.OutOrStdout(), "Forwarding from %s -> %s:%d (HTTP, through the sandbox-router)\n", ln.Addr(), t.Name(), remotePort)
+			fmt.Fprintf(cmd.OutOrStdout(), "URL: %s\n", localURL(ln.Addr()))
 			errc := make(chan error, 1)
 			go func() { errc <- srv.Serve(ln) }()
 			select {
@@ -195,6 +196,19 @@ func newPortForwardCommand(prog string, flags *clusterFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&o.tcp, "tcp", false, "forward raw TCP (one router tunnel per connection) instead of HTTP requests")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", defaultReadyTimeout, "how long to wait for a sandbox that is still starting")
 	return cmd
+}
+
+// localURL is the URL a browser on this machine opens for an HTTP
+// forward: a wildcard listen address becomes localhost.
+func localURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }
 
 // parsePortSpec parses [LOCAL:]REMOTE.

@@ -91,3 +91,45 @@ func TestPortForwardTCP(t *testing.T) {
 	}
 	_ = c2.Close()
 }
+
+// TestPortForwardURL: the HTTP forward prints a URL for the port, and the
+// URL serves the sandbox's port; a wildcard --address prints localhost.
+func TestPortForwardURL(t *testing.T) {
+	st := devstackTarget(t)
+	ok(t, st, "create", "--pool", st.pool, "--name", "pfurl", "--wait")
+	t.Cleanup(func() { cli(t, st, "", "rm", "--ignore-not-found", "pfurl") })
+	ok(t, st, "exec", "pfurl", "--", "sh", "-c", "echo by-url > marker.txt")
+	for _, c := range []struct{ address, re string }{
+		{"127.0.0.1", `URL: (http://127\.0\.0\.1:\d+/)\n`},
+		{"0.0.0.0", `URL: (http://localhost:\d+/)\n`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+		pf := exec.CommandContext(ctx, binary, "port-forward", "--address", c.address, "pfurl", "0:8080")
+		pf.Env = cliEnv(st)
+		var out, errOut syncBuffer
+		pf.Stdout, pf.Stderr = &out, &errOut
+		if err := pf.Start(); err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile(c.re)
+		var u string
+		eventually(t, "the URL line", func() bool {
+			if m := re.FindStringSubmatch(out.String()); m != nil {
+				u = m[1]
+			}
+			return u != ""
+		})
+		resp, err := http.Get(u + "v1/files/marker.txt")
+		if err != nil {
+			t.Fatalf("GET the printed URL: %v\nstderr: %s", err, errOut.String())
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != "by-url" {
+			t.Errorf("%s: %d %q", u, resp.StatusCode, body)
+		}
+		_ = pf.Process.Kill()
+		_ = pf.Wait()
+		cancel()
+	}
+}
