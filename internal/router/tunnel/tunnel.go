@@ -92,6 +92,9 @@ func Dial(ctx context.Context, routerURL string, t Target, tlsConfig *tls.Config
 	if err != nil {
 		return nil, fmt.Errorf("router URL %q: %w", routerURL, err)
 	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("router URL %q: scheme must be http or https", routerURL)
+	}
 	host := u.Host
 	if u.Port() == "" {
 		switch u.Scheme {
@@ -107,9 +110,7 @@ func Dial(ctx context.Context, routerURL string, t Target, tlsConfig *tls.Config
 		return nil, fmt.Errorf("connecting to the sandbox-router at %s: %w", host, err)
 	}
 	var c net.Conn = raw
-	switch u.Scheme {
-	case "http":
-	case "https":
+	if u.Scheme == "https" {
 		cfg := &tls.Config{}
 		if tlsConfig != nil {
 			cfg = tlsConfig.Clone()
@@ -124,9 +125,6 @@ func Dial(ctx context.Context, routerURL string, t Target, tlsConfig *tls.Config
 			return nil, fmt.Errorf("TLS handshake with the sandbox-router at %s: %w", host, err)
 		}
 		c = tc
-	default:
-		_ = raw.Close()
-		return nil, fmt.Errorf("router URL %q: scheme must be http or https", routerURL)
 	}
 	tc, err := handshake(ctx, c, u, t)
 	if err != nil {
