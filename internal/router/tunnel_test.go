@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -498,5 +499,35 @@ func TestTunnelOverHTTPS(t *testing.T) {
 	}
 	if b, err := io.ReadAll(c); err != nil || string(b) != "over tls" {
 		t.Fatalf("echo over TLS: %q %v", b, err)
+	}
+}
+
+// TestTunnelBytesSentWithTheRequest: bytes a client sends in the same
+// packet as the upgrade request (before the 101) are part of the stream,
+// not lost in the HTTP server's buffer. (A FIN before the 101 is "client
+// gone", as for any HTTP request, so the half-close waits for the answer.)
+func TestTunnelBytesSentWithTheRequest(t *testing.T) {
+	echo := startTCPEcho(t, "127.0.0.1")
+	h := newHarness(t, harnessOpts{})
+	h.addSandbox(sandboxSpec{name: "eager", addr: echo.addr})
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(failAfter))
+	req := fmt.Sprintf("GET / HTTP/1.1\r\nHost: r\r\nConnection: Upgrade\r\nUpgrade: %s\r\nX-Sandbox-ID: eager\r\nX-Sandbox-Port: %d\r\n\r\nearly-bytes",
+		tunnel.Protocol, echo.addr.Port())
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("answer %v %v", resp, err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	if b, err := io.ReadAll(br); err != nil || string(b) != "early-bytes" {
+		t.Fatalf("echo of the early bytes: %q %v", b, err)
 	}
 }
