@@ -22,7 +22,7 @@ import (
 // harness runs a real router (instrumented proxy + listeners on 127.0.0.1)
 // in front of an Index the test feeds directly.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	idx      *Index
 	policy   *AddrPolicy
 	metrics  *Metrics
@@ -52,7 +52,7 @@ type harnessOpts struct {
 	accessLog       *logr.Logger
 }
 
-func newHarness(t *testing.T, o harnessOpts) *harness {
+func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	if o.proxyTimeout == 0 {
 		o.proxyTimeout = 30 * time.Second

@@ -40,6 +40,10 @@ type Metrics struct {
 	resumes         *prometheus.CounterVec
 	holdDuration    *prometheus.HistogramVec
 	idleSuspends    *prometheus.CounterVec
+	// Raw TCP tunnels (tunnel.go).
+	tunnelsOpened *prometheus.CounterVec
+	tunnelsActive *prometheus.GaugeVec
+	tunnelBytes   *prometheus.CounterVec
 	// CacheVerification is 1 while targets are verified against the
 	// Sandbox/Pod cache and 0 in the reduced mode (alert on 0).
 	CacheVerification prometheus.Gauge
@@ -93,6 +97,18 @@ func NewMetrics(bi BuildInfo) *Metrics {
 			Name: "sandbox_router_idle_suspensions_total",
 			Help: "Sandboxes suspended after being idle.",
 		}, []string{"sandbox_namespace", "outcome"}),
+		tunnelsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_router_tunnels_opened_total",
+			Help: "Raw TCP tunnels switched to after the sandbox port was dialled (refusals count in sandbox_router_requests_total only).",
+		}, []string{"sandbox_namespace"}),
+		tunnelsActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sandbox_router_tunnels_active",
+			Help: "Raw TCP tunnels open now.",
+		}, []string{"sandbox_namespace"}),
+		tunnelBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_router_tunnel_bytes_total",
+			Help: "Bytes carried by raw TCP tunnels, by direction (to_sandbox, from_sandbox).",
+		}, []string{"sandbox_namespace", "direction"}),
 		CacheVerification: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sandbox_router_cache_verification",
 			Help: "1 when every target is verified against the Sandbox/Pod cache; 0 in the reduced mode (header and DNS routing, address-class checks only).",
@@ -114,6 +130,7 @@ func NewMetrics(bi BuildInfo) *Metrics {
 	build.Set(1)
 	reg.MustRegister(m.requests, m.duration, m.inflight, m.upstreamErrors, m.upstreamRetries,
 		m.authzDecisions, m.certReloads, m.resumes, m.holdDuration, m.idleSuspends, m.CacheVerification, build,
+		m.tunnelsOpened, m.tunnelsActive, m.tunnelBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

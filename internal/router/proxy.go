@@ -56,7 +56,10 @@ type ProxyHandler struct {
 	reduced       bool
 	clusterDomain string
 
-	rp     *httputil.ReverseProxy
+	rp *httputil.ReverseProxy
+	// dialer dials raw TCP tunnels; it applies the same address policy
+	// and retries as the proxy's transports.
+	dialer *retryDialer
 	active sync.WaitGroup
 	// synced is false until the cache holds the initial LIST: before that a
 	// "not found" would be a lie.
@@ -120,6 +123,7 @@ func NewProxyHandler(o ProxyOptions) *ProxyHandler {
 	}
 	h.synced.Store(!o.Unsynced)
 	h1, h2c := newUpstreamTransports(o.Transport, o.Policy, o.Metrics)
+	h.dialer = newRetryDialer(o.Transport.MaxRetries, o.Transport.RetryInitialDelay, o.Transport.RetryMaxDelay, o.Policy, o.Metrics)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite: h.rewrite,
 		Transport: roundTripperFunc(func(r *http.Request) (*http.Response, error) {
@@ -195,6 +199,12 @@ func (h *ProxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.idle != nil && !h.reduced {
 		done := h.idle.Begin(route.Key())
 		defer done()
+	}
+	if isTunnel(r) {
+		// Raw TCP: same route, authorization, resolution and idle
+		// tracking as above; no proxy timeout, like any upgrade.
+		h.serveTunnel(w, r)
+		return
 	}
 	if r.ProtoMajor == 1 && !isUpgrade(r) {
 		// Let the upstream's response stream back while the request body is
