@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 const (
@@ -44,6 +45,9 @@ const (
 // Snapshot IDs and namespaces become path components: only DNS-label-like
 // strings, so no value can walk out of the store.
 var safeComponent = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+
+// runsc names its image files e.g. pages_meta.img; no separators, no "..".
+var safeFile = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 // Meta is written by the node agent after a complete checkpoint. A snapshot
 // without it is incomplete (agent killed mid-checkpoint) and never restored.
@@ -156,7 +160,7 @@ func (s Store) Validate(namespace, id, runtimeHash string) (string, error) {
 		return "", fmt.Errorf("snapshot %s/%s lists no image files", namespace, id)
 	}
 	for name, size := range m.Files {
-		if !safeComponent.MatchString(name) {
+		if !safeFile.MatchString(name) || strings.Contains(name, "..") {
 			return "", fmt.Errorf("snapshot %s/%s lists an invalid file %q", namespace, id, name)
 		}
 		fi, err := os.Stat(filepath.Join(dir, name))
