@@ -27,6 +27,7 @@ const pythonRuntimeImage = "localhost/agent-sandbox/python-runtime:dev"
 const counterScript = `
 import os, socket, sys, threading, time
 mib = int(sys.argv[1])
+token = os.urandom(6).hex()  # differs on every clean start
 buf = bytearray(mib << 20)
 for i in range(0, len(buf), 4096): buf[i] = 7
 f = open("/tmp/state.txt", "w+"); f.write("opened-before-suspend"); f.flush()
@@ -41,7 +42,7 @@ s.bind(("0.0.0.0", 8080)); s.listen(16)
 while True:
     c, _ = s.accept(); c.recv(4096)
     f.seek(0)
-    body = "%d %d %s %d" % (os.getpid(), n, f.read(), buf[4096 * 3])
+    body = "%d %d %s %d %s" % (os.getpid(), n, f.read(), buf[4096 * 3], token)
     c.sendall(("HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)).encode()); c.close()
 `
 
@@ -73,20 +74,20 @@ func counterPod(name string, mib int, annotations map[string]string) *corev1.Pod
 }
 
 type counterState struct {
-	pid, n int
-	file   string
-	mem    string
+	pid, n    int
+	file, mem string
+	token     string
 }
 
 func readCounter(ctx context.Context, t *testing.T, podIP string) counterState {
 	t.Helper()
 	f := strings.Fields(httpGet(ctx, t, "http://"+podIP+":8080/"))
-	if len(f) != 4 {
+	if len(f) != 5 {
 		t.Fatalf("counter answered %q", f)
 	}
 	pid, _ := strconv.Atoi(f[0])
 	n, _ := strconv.Atoi(f[1])
-	return counterState{pid: pid, n: n, file: f[2], mem: f[3]}
+	return counterState{pid: pid, n: n, file: f[2], mem: f[3], token: f[4]}
 }
 
 func hibernateCheckpointer() hibernate.Checkpointer {
@@ -164,7 +165,14 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 	ready = waitPodReady(ctx, t, restored.Name)
 	after := readCounter(ctx, t, ready.Status.PodIP)
 	t.Logf("before %+v after %+v", before, after)
-	if after.pid != before.pid || after.n < before.n || after.file != before.file || after.mem != before.mem {
+	if res, err := cp.Store.ReadResult(string(restored.UID)); err != nil {
+		id, ferr := cp.FindPodSandbox(string(restored.UID))
+		b, _ := os.ReadFile(filepath.Join(cp.TaskDir, id, "config.json"))
+		t.Fatalf("no shim result for the restored pod (%v); its pod sandbox %s (%v) has OCI spec %.3000s", err, id, ferr, b)
+	} else {
+		t.Logf("shim result: %+v", res)
+	}
+	if after.token != before.token || after.pid != before.pid || after.n < before.n || after.file != before.file || after.mem != before.mem {
 		t.Fatalf("not the same process: before %+v, after %+v", before, after)
 	}
 	if r := waitRestoreResult(ctx, t, cp.Store, string(restored.UID), hibernate.StateRestored, hibernate.StateFallback); r.State != hibernate.StateRestored {
@@ -198,7 +206,7 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 		t.Fatalf("truncated snapshot: shim result %+v, want Fallback (truncated)", r)
 	}
 	fresh := readCounter(ctx, t, ready.Status.PodIP)
-	if fresh.n >= later.n {
+	if fresh.token == later.token || fresh.n >= later.n {
 		t.Fatalf("truncated snapshot: counter %d did not start over (was %d)", fresh.n, later.n)
 	}
 }
