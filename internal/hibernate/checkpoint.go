@@ -73,7 +73,11 @@ func (c Checkpointer) FindPodSandbox(podUID string) (string, error) {
 // RuntimeHash identifies the runsc build; a snapshot only restores with the
 // same one.
 func (c Checkpointer) RuntimeHash() (string, error) {
-	f, err := os.Open(c.Runsc)
+	path, err := exec.LookPath(c.Runsc)
+	if err != nil {
+		return "", fmt.Errorf("finding runsc: %w", err)
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("opening runsc: %w", err)
 	}

@@ -281,6 +281,10 @@ root = %s
 
 [runsc_config]
   platform = "systrap"
+  # Deep hibernation restores a checkpoint into a new Pod, whose spec
+  # differs by design (pod UID in the cgroup parent and volume paths); gVisor
+  # would refuse the restore under its default "enforce".
+  restore-spec-validation = "warning"
 `, strconv.Quote(c.bins.Runsc), strconv.Quote(c.cfg.runscRoot()))
 }
 

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -209,4 +211,110 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 	if fresh.token == later.token || fresh.n >= later.n {
 		t.Fatalf("truncated snapshot: counter %d did not start over (was %d)", fresh.n, later.n)
 	}
+}
+
+// BenchmarkDeepHibernation measures, on real gVisor pods, per touched
+// memory size: the checkpoint (suspend) time and snapshot size, the time
+// from creating the restoring Pod to the restored process's first answer,
+// and beside it today's filesystem-only resume (a fresh Pod to the first
+// answer of a newly started process). Run under the e2e lock:
+//
+//	flock /tmp/agent-sandbox-e2e.lock go test -count=1 -p 1 -run '^$' -bench BenchmarkDeepHibernation -benchtime 1x ./test/e2e/
+func BenchmarkDeepHibernation(b *testing.B) {
+	for _, mib := range []int{64, 256, 1024} {
+		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				benchHibernateOnce(b, mib)
+			}
+		})
+	}
+}
+
+func benchHibernateOnce(b *testing.B, mib int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cp := hibernateCheckpointer()
+	pods := clientset.CoreV1().Pods(metav1.NamespaceDefault)
+	snap := fmt.Sprintf("bench-hib-%d", time.Now().UnixNano())
+	defer func() { _ = cp.Store.DeleteSnapshot(metav1.NamespaceDefault, snap) }()
+	name := fmt.Sprintf("hib-bench-%d", mib)
+	must := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	tb := &benchT{B: b}
+	create := func(n string, ann map[string]string) (*corev1.Pod, time.Duration, counterState) {
+		start := time.Now()
+		p, err := pods.Create(ctx, counterPod(n, mib, ann), metav1.CreateOptions{})
+		must(err)
+		st := waitFirstAnswer(ctx, b, n)
+		return p, time.Since(start), st
+	}
+	orig, cold, before := create(name, nil)
+	start := time.Now()
+	meta, err := cp.Checkpoint(ctx, hibernate.Request{PodUID: string(orig.UID), Namespace: metav1.NamespaceDefault,
+		SandboxName: name, SandboxUID: "bench", SnapshotID: snap})
+	must(err)
+	suspend := time.Since(start)
+	deletePodB(tb, name)
+	_, resume, after := create(name+"-r", map[string]string{hibernate.AnnotationRestoreSnapshot: snap})
+	if after.token != before.token {
+		b.Fatalf("%d MiB: the resumed Pod was not restored (token %s, was %s)", mib, after.token, before.token)
+	}
+	deletePodB(tb, name+"-r")
+	b.ReportMetric(suspend.Seconds(), "suspend-s")
+	b.ReportMetric(resume.Seconds(), "resume-to-answer-s")
+	b.ReportMetric(cold.Seconds(), "fs-only-resume-to-answer-s")
+	b.ReportMetric(float64(meta.Size())/(1<<20), "snapshot-MiB")
+	fmt.Printf("deep hibernation %5d MiB touched: checkpoint %6.2fs, snapshot %5d MiB, restore to first answer %5.2fs; filesystem-only resume (fresh pod, process start, %d MiB touch) to first answer %5.2fs\n",
+		mib, suspend.Seconds(), meta.Size()>>20, resume.Seconds(), mib, cold.Seconds())
+}
+
+// benchT lets the test helpers that take *testing.T report into a benchmark.
+type benchT struct{ *testing.B }
+
+func deletePodB(b *benchT, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods := clientset.CoreV1().Pods(metav1.NamespaceDefault)
+	if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		b.Fatalf("delete pod %s: %v", name, err)
+	}
+	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := pods.Get(ctx, name, metav1.GetOptions{})
+		return err != nil, nil
+	})
+}
+
+// waitFirstAnswer polls the Pod until it has an IP and the counter answers.
+func waitFirstAnswer(ctx context.Context, b *testing.B, name string) counterState {
+	var st counterState
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := clientset.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.Status.PodIP == "" {
+			return false, nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+p.Status.PodIP+":8080/", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		f := strings.Fields(string(body))
+		if len(f) != 5 {
+			return false, nil
+		}
+		st.pid, _ = strconv.Atoi(f[0])
+		st.n, _ = strconv.Atoi(f[1])
+		st.file, st.mem, st.token = f[2], f[3], f[4]
+		return true, nil
+	})
+	if err != nil {
+		b.Fatalf("pod %s never answered: %v", name, err)
+	}
+	return st
 }

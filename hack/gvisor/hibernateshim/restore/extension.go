@@ -60,7 +60,8 @@ func NewExtension(ctx context.Context, next extension.TaskServiceExt, req *task.
 	}
 	return &restoringService{TaskServiceExt: next, id: req.ID, image: d.ImagePath,
 		store: st, podUID: spec.Annotations[annoSandboxUID], snapshot: spec.Annotations[AnnotationSnapshot],
-		pod: spec.Annotations[annoContainerType] == containerTypePod}, nil
+		sandboxID: spec.Annotations[annoSandboxID],
+		pod:       spec.Annotations[annoContainerType] == containerTypePod}, nil
 }
 
 // restoringService turns the Start of one container's init process into a
@@ -70,6 +71,7 @@ type restoringService struct {
 	id, image        string
 	store            Store
 	podUID, snapshot string
+	sandboxID        string // the Pod sandbox (pause) container's ID
 	pod              bool
 }
 
@@ -79,8 +81,16 @@ func (s *restoringService) Start(ctx context.Context, r *task.StartRequest) (*ta
 	}
 	resp, err := s.TaskServiceExt.Restore(ctx, &extension.RestoreRequest{Start: r, Conf: extension.RestoreConfig{ImagePath: s.image}})
 	if err != nil {
-		// The Pod sandbox will be recreated by the kubelet; Decide sees this
-		// attempt and starts clean then.
+		if !s.pod {
+			// The sandbox now waits for a restore that cannot happen, and a
+			// container retry would fail the same way forever. Record the
+			// fallback and stop the Pod sandbox: the kubelet recreates it,
+			// and Decide starts the new one clean.
+			_ = s.store.WriteResult(s.podUID, Result{Snapshot: s.snapshot, State: StateFallback, Reason: "restore failed: " + err.Error()})
+			if s.sandboxID != "" {
+				_, _ = s.TaskServiceExt.Kill(ctx, &task.KillRequest{ID: s.sandboxID, Signal: 9, All: true})
+			}
+		}
 		return nil, err
 	}
 	if !s.pod {

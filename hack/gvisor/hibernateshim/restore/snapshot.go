@@ -34,6 +34,7 @@ const (
 	annoContainerType = "io.kubernetes.cri.container-type"
 	annoSandboxNS     = "io.kubernetes.cri.sandbox-namespace"
 	annoSandboxUID    = "io.kubernetes.cri.sandbox-uid"
+	annoSandboxID     = "io.kubernetes.cri.sandbox-id"
 	containerTypePod  = "sandbox"
 
 	// EnvRoot overrides DefaultRoot (containerd passes its env to shims).
