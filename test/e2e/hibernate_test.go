@@ -185,6 +185,30 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 		t.Fatalf("counter stopped after restore: %d then %d", after.n, later.n)
 	}
 
+	// The node agent (its real loop, in this process, on this node) reports
+	// the shim's result on the Pod for the controller, then drops the
+	// consumed snapshot.
+	actx, stopAgent := context.WithCancel(ctx)
+	agentDone := make(chan error, 1)
+	go func() {
+		agentDone <- (&hibernate.Agent{Client: clientset, NodeName: ready.Spec.NodeName, Checkpointer: cp}).Run(actx)
+	}()
+	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, restored.Name, metav1.GetOptions{})
+		return err == nil && p.Annotations[hibernate.AnnotationRestoreResult] != "", nil
+	})
+	stopAgent()
+	if aerr := <-agentDone; aerr != nil || err != nil {
+		t.Fatalf("agent did not report the restore: %v / %v", err, aerr)
+	}
+	p, _ := pods.Get(ctx, restored.Name, metav1.GetOptions{})
+	if r, err := hibernate.DecodeResult(p.Annotations[hibernate.AnnotationRestoreResult]); err != nil || r.State != hibernate.StateRestored {
+		t.Fatalf("agent reported %q (%v)", p.Annotations[hibernate.AnnotationRestoreResult], err)
+	}
+	if _, err := cp.Store.ReadMeta(metav1.NamespaceDefault, snap); !hibernate.IsNotExist(err) {
+		t.Fatalf("consumed snapshot still there: %v", err)
+	}
+
 	// Truncated snapshot: checkpoint the restored Pod, cut its pages file,
 	// start a Pod from it. The shim must refuse and start it clean.
 	if _, err := cp.Checkpoint(ctx, hibernate.Request{PodUID: string(restored.UID), Namespace: metav1.NamespaceDefault,
