@@ -180,9 +180,17 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 	if r := waitRestoreResult(ctx, t, cp.Store, string(restored.UID), hibernate.StateRestored, hibernate.StateFallback); r.State != hibernate.StateRestored {
 		t.Fatalf("shim result %+v, want Restored", r)
 	}
-	later := readCounter(ctx, t, ready.Status.PodIP)
-	if later.n <= after.n {
-		t.Fatalf("counter stopped after restore: %d then %d", after.n, later.n)
+	// The counting thread (asleep in time.sleep at the checkpoint) must
+	// wake up and go on in the restored process.
+	var later counterState
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	err = wait.PollUntilContextCancel(cctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		later = readCounter(ctx, t, ready.Status.PodIP)
+		return later.n > after.n, nil
+	})
+	ccancel()
+	if err != nil || later.token != before.token {
+		t.Fatalf("counter stopped after restore: %d, then %+v (%v)", after.n, later, err)
 	}
 
 	// The node agent (its real loop, in this process, on this node) reports
