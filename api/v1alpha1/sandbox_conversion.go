@@ -29,6 +29,8 @@ type sandboxHubState struct {
 	// OperatingModeUnset records an empty operatingMode (never stored by the
 	// apiserver, which defaults it, but possible in memory).
 	OperatingModeUnset bool `json:"operatingModeUnset,omitempty"`
+	// MemorySnapshot is v1beta1's status.memorySnapshot (deep hibernation).
+	MemorySnapshot *sandboxv1beta1.MemorySnapshot `json:"memorySnapshot,omitempty"`
 }
 
 var _ conversion.Convertible = &Sandbox{}
@@ -59,12 +61,13 @@ func (s *Sandbox) ConvertTo(dstRaw conversion.Hub) error {
 	}
 	st := s.Status.DeepCopy()
 	dst.Status = sandboxv1beta1.SandboxStatus{
-		ServiceFQDN:   st.ServiceFQDN,
-		Service:       st.Service,
-		Conditions:    st.Conditions,
-		LabelSelector: st.LabelSelector,
-		PodIPs:        st.PodIPs,
-		NodeName:      hub.NodeName,
+		ServiceFQDN:    st.ServiceFQDN,
+		Service:        st.Service,
+		Conditions:     st.Conditions,
+		LabelSelector:  st.LabelSelector,
+		PodIPs:         st.PodIPs,
+		NodeName:       hub.NodeName,
+		MemorySnapshot: hub.MemorySnapshot,
 	}
 	return nil
 }
@@ -108,7 +111,7 @@ func (s *Sandbox) ConvertFrom(srcRaw conversion.Hub) error {
 		LabelSelector: st.LabelSelector,
 		PodIPs:        st.PodIPs,
 	}
-	hub := sandboxHubState{NodeName: st.NodeName, OperatingModeUnset: src.Spec.OperatingMode == ""}
+	hub := sandboxHubState{NodeName: st.NodeName, OperatingModeUnset: src.Spec.OperatingMode == "", MemorySnapshot: st.MemorySnapshot}
 	if hub != (sandboxHubState{}) {
 		if err := convstate.Put(&s.Annotations, SandboxHubStateAnnotation, hub); err != nil {
 			return fmt.Errorf("converting Sandbox %s/%s to v1alpha1: %w", src.Namespace, src.Name, err)

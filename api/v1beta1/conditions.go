@@ -33,3 +33,21 @@ const (
 	ReasonPodScheduled         = "PodScheduled"
 	ReasonPodSchedulingUnknown = "PodSchedulingUnknown"
 )
+
+// Deep hibernation (an agent-sandbox extension, controller flag
+// --deep-hibernation): condition type MemorySnapshot says what happened to
+// the processes' memory at the last suspend and resume.
+const (
+	SandboxConditionMemorySnapshot = "MemorySnapshot"
+
+	// True: a checkpoint was saved at suspend (status.memorySnapshot).
+	ReasonMemorySnapshotSaved = "MemorySnapshotSaved"
+	// False: the checkpoint failed or timed out; the suspend kept only the
+	// volumes, as without deep hibernation.
+	ReasonCheckpointFailed = "CheckpointFailed"
+	// False: the resumed Pod was restored; its processes went on.
+	ReasonRestoredFromSnapshot = "RestoredFromSnapshot"
+	// False: the snapshot was missing, corrupt or from another runtime
+	// version; the Pod started clean with its volumes.
+	ReasonSnapshotRestoreFailed = "SnapshotRestoreFailed"
+)

@@ -81,6 +81,27 @@ type SandboxStatus struct {
 	// NodeName is the node the Pod runs on.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
+
+	// MemorySnapshot is set while a gVisor checkpoint of the Sandbox's Pod,
+	// taken when it was suspended, waits to be restored (deep hibernation,
+	// controller flag --deep-hibernation). An agent-sandbox extension: the
+	// reference project has no such field.
+	// +optional
+	MemorySnapshot *MemorySnapshot `json:"memorySnapshot,omitempty"`
+}
+
+// MemorySnapshot records where a Sandbox's memory snapshot is stored.
+type MemorySnapshot struct {
+	// ID names the snapshot in the node's store (the Sandbox's UID).
+	ID string `json:"id"`
+	// NodeName is the node whose local store holds the snapshot; the
+	// restoring Pod is placed there.
+	NodeName string `json:"nodeName"`
+	// SizeBytes is the snapshot's size.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// TakenAt is when the checkpoint completed.
+	TakenAt metav1.Time `json:"takenAt"`
 }
 
 // Sandbox is an isolated, stateful, single-tenant workload: one Pod with a

@@ -54,6 +54,8 @@ type flags struct {
 	sandboxWorkers          int
 	statusCoalesceWindow    time.Duration
 	writeBehindWindow       time.Duration
+	deepHibernation         bool
+	checkpointTimeout       time.Duration
 	cacheLabelSelectors     bool
 	transport               transport.Options
 	pprof                   manager.PProf
@@ -77,6 +79,10 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", -1, "Client-side QPS limit towards the apiserver; <= 0 disables it.")
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 10, "Client-side burst towards the apiserver; must be > 0.")
 	fs.IntVar(&f.sandboxWorkers, "sandbox-concurrent-workers", 100, "Concurrent Sandbox reconciles; must be > 0.")
+	fs.BoolVar(&f.deepHibernation, "deep-hibernation", false,
+		"Checkpoint gVisor Sandboxes' memory on suspend and restore it on resume (needs the node agent sandbox-hibernate-agent and the hibernation shim; an agent-sandbox extension).")
+	fs.DurationVar(&f.checkpointTimeout, "checkpoint-timeout", sandbox.DefaultCheckpointTimeout,
+		"With --deep-hibernation: how long a suspend waits for the node agent's checkpoint before suspending with volumes only.")
 	fs.DurationVar(&f.writeBehindWindow, "sandbox-write-behind-window", 0,
 		"Hold back the metadata patch of an already-owned Pod (e.g. the relabel after a claim adopts a warm Sandbox) by up to min(this, 1s); 0 writes at once.")
 	fs.DurationVar(&f.statusCoalesceWindow, "sandbox-status-coalesce-window", time.Second,
@@ -217,6 +223,8 @@ func run(args []string) error {
 		Workers:              f.sandboxWorkers,
 		StatusCoalesceWindow: f.statusCoalesceWindow,
 		WriteBehindWindow:    f.writeBehindWindow,
+		DeepHibernation:      f.deepHibernation,
+		CheckpointTimeout:    f.checkpointTimeout,
 	}); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}

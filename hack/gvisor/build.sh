@@ -22,7 +22,7 @@ SRC="$CACHE/src/gvisor-$VERSION-$PATCH_REV"
 WORK="$CACHE/build/gvisor-$VERSION-$PATCH_REV"
 mkdir -p "$OUT"
 
-if [ -x "$OUT/runsc" ] && [ -x "$OUT/containerd-shim-runsc-v1" ]; then
+if [ -x "$OUT/runsc" ] && [ -x "$OUT/containerd-shim-runsc-v1" ] && [ -x "$OUT/containerd-shim-runsc-hibernate-v1" ]; then
   echo "$OUT"
   exit 0
 fi
@@ -57,4 +57,6 @@ build() { # <output name> <package>
 }
 build runsc gvisor.dev/gvisor/runsc
 build containerd-shim-runsc-v1 gvisor.dev/gvisor/shim
+# The same shim plus the deep-hibernation restore extension (hibernateshim/).
+build containerd-shim-runsc-hibernate-v1 ./hibernateshim
 echo "$OUT"

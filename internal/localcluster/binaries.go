@@ -41,6 +41,13 @@ func (c Config) locateBinaries() (binaries, error) {
 		KubeRouter:        filepath.Join(c.addonBinDir("kube-router", KubeRouterVersion), "kube-router"),
 		LocalPath:         filepath.Join(c.addonBinDir("local-path-provisioner", LocalPathVersion), "local-path-provisioner"),
 	}
+	// The hibernation shim is the stock gVisor shim plus a restore extension
+	// that stays inert unless a Pod carries the controller-set restore
+	// annotation; use it when hack/gvisor/build.sh has built it, so a cache
+	// from before it existed still brings the cluster up (without restore).
+	if p := filepath.Join(gb, "containerd-shim-runsc-hibernate-v1"); isExecutable(p) {
+		b.ShimRunsc = p
+	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.Kubectl,
 		b.Containerd, b.ShimRunc, b.Ctr, b.Runsc, b.ShimRunsc, b.Pause,
 		b.KubeProxy, b.CoreDNS, b.KubeRouter, b.LocalPath} {

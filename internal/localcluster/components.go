@@ -253,6 +253,9 @@ disabled_plugins = [
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]
         runtime_type = "io.containerd.runsc.v1"
         runtime_path = %s
+        # The deep-hibernation restore annotation reaches the shim through
+        # the OCI spec (admission lets only the controller set it).
+        pod_annotations = ["agents.x-k8s.io/restore-snapshot"]
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc.options]
           TypeUrl = "io.containerd.runsc.v1.options"
           ConfigPath = %s
@@ -278,13 +281,19 @@ root = %s
 
 [runsc_config]
   platform = "systrap"
+  # Deep hibernation restores a checkpoint into a new Pod, whose spec
+  # differs by design (pod UID in the cgroup parent and volume paths); gVisor
+  # would refuse the restore under its default "enforce".
+  restore-spec-validation = "warning"
 `, strconv.Quote(c.bins.Runsc), strconv.Quote(c.cfg.runscRoot()))
 }
 
 func (c *Cluster) containerdSpec() procSpec {
 	return procSpec{name: compContainerd, binary: c.bins.Containerd, cpuGroup: cpuGroupNode,
 		// The shims re-exec runc/runsc and mount helpers through PATH.
-		env:         []string{"PATH=" + strings.Join([]string{filepath.Dir(c.bins.Containerd), filepath.Dir(c.bins.Runsc), basePath}, ":")},
+		env: []string{"PATH=" + strings.Join([]string{filepath.Dir(c.bins.Containerd), filepath.Dir(c.bins.Runsc), basePath}, ":"),
+			// Read by the hibernation shim (shims inherit containerd's env).
+			"AGENT_SANDBOX_HIBERNATE_DIR=" + c.cfg.HibernateDir()},
 		configFiles: []string{c.containerdConfigPath(), c.runscConfigPath()},
 		args:        []string{"--config=" + c.containerdConfigPath(), "--log-level=warn"},
 	}

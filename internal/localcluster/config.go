@@ -186,7 +186,12 @@ func (c Config) containerdState() string  { return filepath.Join(c.RunDir, "cont
 func (c Config) containerdSocket() string { return filepath.Join(c.RunDir, "containerd.sock") }
 func (c Config) runscRoot() string        { return filepath.Join(c.RunDir, "runsc") }
 func (c Config) runcRoot() string         { return filepath.Join(c.RunDir, "runc") }
-func (c Config) sysctlRecord() string     { return filepath.Join(c.RunDir, "sysctl-restore.json") }
+
+// HibernateDir is the node-local deep-hibernation store (gVisor checkpoints
+// and per-Pod restore results). It is under StateDir, so snapshots survive a
+// reboot and `down --purge` deletes them.
+func (c Config) HibernateDir() string { return filepath.Join(c.StateDir, "hibernate") }
+func (c Config) sysctlRecord() string { return filepath.Join(c.RunDir, "sysctl-restore.json") }
 
 // localPathDir holds the volumes local-path-provisioner creates; it is under
 // StateDir, so `down --purge` deletes the data with the rest of the state.

@@ -22,6 +22,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.EmbeddedObjectMetadataApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Lifecycle"):
 		return &apiv1beta1.LifecycleApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("MemorySnapshot"):
+		return &apiv1beta1.MemorySnapshotApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PersistentVolumeClaimTemplate"):
 		return &apiv1beta1.PersistentVolumeClaimTemplateApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PodMetadata"):

@@ -48,6 +48,15 @@ type Options struct {
 	// adopts a warm Sandbox) by up to min(window, 1s), so bursts of claims
 	// keep the apiserver for the writes they wait on. 0 writes at once.
 	WriteBehindWindow time.Duration
+	// DeepHibernation checkpoints gVisor Pods on suspend through the node
+	// agent and restores them on resume (see hibernate.go). Off by default.
+	DeepHibernation bool
+	// HibernationRuntimeClasses are the RuntimeClasses run by the gVisor
+	// hibernation shim; default ["gvisor"].
+	HibernationRuntimeClasses []string
+	// CheckpointTimeout bounds the wait for the node agent on suspend;
+	// default DefaultCheckpointTimeout.
+	CheckpointTimeout time.Duration
 }
 
 // Reconciler reconciles Sandboxes.

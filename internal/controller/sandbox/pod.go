@@ -129,6 +129,12 @@ func (r *Reconciler) suspendPod(ctx context.Context, sb *sandboxv1beta1.Sandbox,
 	if pod != nil {
 		if res.owned {
 			if pod.DeletionTimestamp == nil {
+				// Deep hibernation: checkpoint first (no-op when disabled).
+				ready, wait, err := r.checkpointBeforeDelete(ctx, sb, pod)
+				if err != nil || !ready {
+					res.deferred = wait
+					return res, err
+				}
 				if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); err != nil && !apierrors.IsNotFound(err) {
 					return res, fmt.Errorf("failed to delete pod: %w", err)
 				}
@@ -163,6 +169,9 @@ func (r *Reconciler) reconcileExistingPod(ctx context.Context, sb *sandboxv1beta
 	if adopting && !adoptable(pod, sb) {
 		return podResult{pod: pod}, fmt.Errorf("cannot adopt unowned pod %q: missing required pool authorization label (%q) or sandbox tracking label (%q)",
 			pod.Name, labels.Adoptable, labels.SandboxNameHash)
+	}
+	if !adopting {
+		r.observeRestore(sb, pod)
 	}
 	// Wait for a terminating Pod to go instead of overlapping it.
 	if pod.DeletionTimestamp != nil && !adopting {
@@ -210,6 +219,7 @@ func (r *Reconciler) reconcileExistingPod(ctx context.Context, sb *sandboxv1beta
 // createPod creates the Pod named after the Sandbox from its template.
 func (r *Reconciler) createPod(ctx context.Context, sb *sandboxv1beta1.Sandbox) (podResult, error) {
 	pod := buildPod(sb)
+	r.restoreIntoPod(sb, pod)
 	err := r.Create(ctx, pod, client.FieldOwner(ControllerName))
 	if apierrors.IsAlreadyExists(err) {
 		// Our cache has not seen it yet, or someone else made it: the

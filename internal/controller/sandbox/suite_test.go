@@ -70,7 +70,10 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := setupCounted(mgr, Options{Workers: 20, StatusCoalesceWindow: 300 * time.Millisecond}); err != nil {
+	if err := setupCounted(mgr, Options{Workers: 20, StatusCoalesceWindow: 300 * time.Millisecond,
+		// Only gVisor Pods are checkpointed (hibernate_integration_test.go);
+		// every other test runs Pods without a RuntimeClass, unaffected.
+		DeepHibernation: true, CheckpointTimeout: 2 * time.Second}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

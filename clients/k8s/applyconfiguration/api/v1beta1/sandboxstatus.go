@@ -26,6 +26,11 @@ type SandboxStatusApplyConfiguration struct {
 	PodIPs []string `json:"podIPs,omitempty"`
 	// NodeName is the node the Pod runs on.
 	NodeName *string `json:"nodeName,omitempty"`
+	// MemorySnapshot is set while a gVisor checkpoint of the Sandbox's Pod,
+	// taken when it was suspended, waits to be restored (deep hibernation,
+	// controller flag --deep-hibernation). An agent-sandbox extension: the
+	// reference project has no such field.
+	MemorySnapshot *MemorySnapshotApplyConfiguration `json:"memorySnapshot,omitempty"`
 }
 
 // SandboxStatusApplyConfiguration constructs a declarative configuration of the SandboxStatus type for use with
@@ -86,5 +91,13 @@ func (b *SandboxStatusApplyConfiguration) WithPodIPs(values ...string) *SandboxS
 // If called multiple times, the NodeName field is set to the value of the last call.
 func (b *SandboxStatusApplyConfiguration) WithNodeName(value string) *SandboxStatusApplyConfiguration {
 	b.NodeName = &value
+	return b
+}
+
+// WithMemorySnapshot sets the MemorySnapshot field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MemorySnapshot field is set to the value of the last call.
+func (b *SandboxStatusApplyConfiguration) WithMemorySnapshot(value *MemorySnapshotApplyConfiguration) *SandboxStatusApplyConfiguration {
+	b.MemorySnapshot = value
 	return b
 }

@@ -1,0 +1,57 @@
+// Command sandbox-hibernate-agent is deep hibernation's node agent: it runs
+// as root on each gVisor node (host process or privileged DaemonSet with the
+// host's runsc root and store mounted), checkpoints the Pods the controller
+// asks it to (runsc checkpoint) and reports restore results recorded by the
+// hibernation shim. See internal/hibernate.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"sigs.k8s.io/agent-sandbox/internal/hibernate"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-hibernate-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("sandbox-hibernate-agent", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (empty: in-cluster)")
+	node := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	store := fs.String("store", "/var/lib/agent-sandbox/hibernate", "node-local snapshot store (the shim's AGENT_SANDBOX_HIBERNATE_DIR)")
+	runsc := fs.String("runsc", "runsc", "the runsc binary the node's shim uses")
+	runscRoot := fs.String("runsc-root", "/run/agent-sandbox/runsc/k8s.io", "the shim's runsc state root for containerd's k8s.io namespace")
+	taskDir := fs.String("task-dir", "/run/agent-sandbox/containerd/io.containerd.runtime.v2.task/k8s.io", "containerd's task bundle dir for the k8s.io namespace")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *node == "" {
+		return fmt.Errorf("--node-name (or $NODE_NAME) is required")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &hibernate.Agent{Client: cs, NodeName: *node, Checkpointer: hibernate.Checkpointer{
+		Store: hibernate.Store{Root: *store}, Runsc: *runsc, RunscRoot: *runscRoot, TaskDir: *taskDir,
+	}}
+	return a.Run(ctx)
+}

@@ -1,0 +1,102 @@
+package restore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+
+	task "github.com/containerd/containerd/api/runtime/task/v2"
+	"gvisor.dev/gvisor/pkg/shim/v1/extension"
+)
+
+// runtimeHash is computed once per shim process (one shim serves one Pod).
+var runtimeHash = sync.OnceValue(func() string {
+	p, err := exec.LookPath("runsc")
+	if err != nil {
+		return ""
+	}
+	h, err := FileHash(p)
+	if err != nil {
+		return ""
+	}
+	return h
+})
+
+func storeFromEnv() Store {
+	if r := os.Getenv(EnvRoot); r != "" {
+		return Store{Root: r}
+	}
+	return Store{Root: DefaultRoot}
+}
+
+// NewExtension is installed as extension.NewExtension. The shim calls it on
+// every container Create and routes later calls through what it returns.
+// Returning nil, nil keeps the stock behaviour (no restore annotation).
+func NewExtension(ctx context.Context, next extension.TaskServiceExt, req *task.CreateTaskRequest) (extension.TaskServiceExt, error) {
+	b, err := os.ReadFile(filepath.Join(req.Bundle, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("hibernate: reading OCI spec: %w", err)
+	}
+	var spec struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return nil, fmt.Errorf("hibernate: decoding OCI spec: %w", err)
+	}
+	if spec.Annotations[AnnotationSnapshot] == "" {
+		return nil, nil
+	}
+	st := storeFromEnv()
+	d, err := st.Decide(spec.Annotations, runtimeHash())
+	if err != nil {
+		return nil, fmt.Errorf("hibernate: %w", err)
+	}
+	if !d.Restore {
+		return nil, nil
+	}
+	return &restoringService{TaskServiceExt: next, id: req.ID, image: d.ImagePath,
+		store: st, podUID: spec.Annotations[annoSandboxUID], snapshot: spec.Annotations[AnnotationSnapshot],
+		sandboxID: spec.Annotations[annoSandboxID],
+		pod:       spec.Annotations[annoContainerType] == containerTypePod}, nil
+}
+
+// restoringService turns the Start of one container's init process into a
+// restore from the snapshot; every other call goes to the stock shim.
+type restoringService struct {
+	extension.TaskServiceExt
+	id, image        string
+	store            Store
+	podUID, snapshot string
+	sandboxID        string // the Pod sandbox (pause) container's ID
+	pod              bool
+}
+
+func (s *restoringService) Start(ctx context.Context, r *task.StartRequest) (*task.StartResponse, error) {
+	if r.ID != s.id || r.ExecID != "" {
+		return s.TaskServiceExt.Start(ctx, r)
+	}
+	resp, err := s.TaskServiceExt.Restore(ctx, &extension.RestoreRequest{Start: r, Conf: extension.RestoreConfig{ImagePath: s.image}})
+	if err != nil {
+		if !s.pod {
+			// The sandbox now waits for a restore that cannot happen, and a
+			// container retry would fail the same way forever. Record the
+			// fallback and stop the Pod sandbox: the kubelet recreates it,
+			// and Decide starts the new one clean.
+			_ = s.store.WriteResult(s.podUID, Result{Snapshot: s.snapshot, State: StateFallback, Reason: "restore failed: " + err.Error()})
+			if s.sandboxID != "" {
+				_, _ = s.TaskServiceExt.Kill(ctx, &task.KillRequest{ID: s.sandboxID, Signal: 9, All: true})
+			}
+		}
+		return nil, err
+	}
+	if !s.pod {
+		// gVisor resumes the sandbox when its last container is restored;
+		// a pod has one app container here, so this is the completion.
+		_ = s.store.WriteResult(s.podUID, Result{Snapshot: s.snapshot, State: StateRestored})
+	}
+	return resp, nil
+}

@@ -1,0 +1,175 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/hibernate"
+)
+
+// Deep hibernation (Options.DeepHibernation): before a gVisor Pod is deleted
+// for suspend, the node agent checkpoints it; on resume the new Pod carries
+// the restore annotation and the node's shim restores it. Everything here is
+// level-triggered on Pod annotations (see internal/hibernate/protocol.go)
+// and never blocks a suspend or resume: a missing or failed agent ends in
+// today's filesystem-only behaviour with a MemorySnapshot condition saying
+// so.
+
+// DefaultCheckpointTimeout bounds how long a suspend waits for the agent.
+const DefaultCheckpointTimeout = 60 * time.Second
+
+func (r *Reconciler) checkpointTimeout() time.Duration {
+	if r.Options.CheckpointTimeout > 0 {
+		return r.Options.CheckpointTimeout
+	}
+	return DefaultCheckpointTimeout
+}
+
+// hibernationEligible: only Pods of a gVisor RuntimeClass that have been
+// running on a node can be checkpointed; runc Pods keep today's behaviour.
+// The RuntimeClass is read from the template the Pod was built from, because
+// the manager's Pod cache keeps only spec.nodeName; the agent checks the
+// real runtime (a runsc sandbox for the Pod's UID) and fails otherwise.
+func (r *Reconciler) hibernationEligible(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) bool {
+	if !r.Options.DeepHibernation || pod.Spec.NodeName == "" || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	rc := sb.Spec.PodTemplate.Spec.RuntimeClassName
+	classes := r.Options.HibernationRuntimeClasses
+	if len(classes) == 0 {
+		classes = []string{"gvisor"}
+	}
+	return rc != nil && slices.Contains(classes, *rc)
+}
+
+// checkpointBeforeDelete drives the checkpoint of a suspending Pod. It
+// returns true when the Pod may be deleted now, otherwise how long to wait.
+// The outcome goes into sb.Status (written once by the caller's pass).
+func (r *Reconciler) checkpointBeforeDelete(ctx context.Context, sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) (bool, time.Duration, error) {
+	if !r.hibernationEligible(sb, pod) {
+		return true, 0, nil
+	}
+	requested := pod.Annotations[hibernate.AnnotationCheckpointRequested]
+	if requested == "" {
+		now := r.now().UTC().Format(time.RFC3339)
+		if err := r.patchPodAnnotations(ctx, pod, map[string]*string{hibernate.AnnotationCheckpointRequested: &now}); err != nil {
+			return false, 0, err
+		}
+		r.Recorder.Eventf(sb, pod, corev1.EventTypeNormal, "Checkpointing", "Suspend", "Asking node %s to checkpoint Pod %q before deleting it", pod.Spec.NodeName, pod.Name)
+		return false, r.checkpointTimeout(), nil
+	}
+	at, perr := time.Parse(time.RFC3339, requested)
+	raw, answered := pod.Annotations[hibernate.AnnotationCheckpointResult]
+	if !answered {
+		left := r.checkpointTimeout()
+		if perr == nil {
+			left -= r.now().Sub(at)
+		}
+		if left > 0 {
+			return false, left, nil
+		}
+		r.checkpointFailed(sb, pod, fmt.Sprintf("the node agent on %s did not checkpoint Pod %q within %s", pod.Spec.NodeName, pod.Name, r.checkpointTimeout()))
+		return true, 0, nil
+	}
+	res, err := hibernate.DecodeCheckpointResult(raw)
+	switch {
+	case err != nil:
+		r.checkpointFailed(sb, pod, err.Error())
+	case !res.OK:
+		r.checkpointFailed(sb, pod, "checkpoint failed: "+res.Error)
+	case perr == nil && sb.Status.MemorySnapshot != nil && !sb.Status.MemorySnapshot.TakenAt.Before(&metav1.Time{Time: at}):
+		// Recorded by an earlier pass (and written): the Pod may go now.
+		// Recording first and deleting after means a failed status write
+		// never loses a snapshot the Pod was deleted for.
+		return true, 0, nil
+	default:
+		sb.Status.MemorySnapshot = &sandboxv1beta1.MemorySnapshot{
+			ID: string(sb.UID), NodeName: pod.Spec.NodeName, SizeBytes: res.SizeBytes, TakenAt: metav1.NewTime(r.now()),
+		}
+		setMemoryCondition(sb, metav1.ConditionTrue, sandboxv1beta1.ReasonMemorySnapshotSaved,
+			fmt.Sprintf("Memory snapshot of %d MiB saved on node %s in %d ms", res.SizeBytes>>20, pod.Spec.NodeName, res.DurationMS))
+		r.Recorder.Eventf(sb, pod, corev1.EventTypeNormal, sandboxv1beta1.ReasonMemorySnapshotSaved, "Suspend",
+			"Checkpointed Pod %q (%d MiB) on node %s", pod.Name, res.SizeBytes>>20, pod.Spec.NodeName)
+		return false, 10 * time.Millisecond, nil
+	}
+	return true, 0, nil
+}
+
+func (r *Reconciler) checkpointFailed(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod, msg string) {
+	sb.Status.MemorySnapshot = nil
+	setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed, msg+"; suspending with volumes only")
+	r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonCheckpointFailed, "Suspend", "%s; suspending with volumes only", msg)
+}
+
+// restoreIntoPod adds the restore annotation and pins the Pod to the node
+// holding the snapshot. The snapshot reference comes only from the
+// Sandbox's status, which tenants cannot write; template annotations under
+// agents.x-k8s.io/ never reach a Pod (userKeys).
+func (r *Reconciler) restoreIntoPod(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) {
+	snap := sb.Status.MemorySnapshot
+	if !r.Options.DeepHibernation || snap == nil {
+		return
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[hibernate.AnnotationRestoreSnapshot] = snap.ID
+	if pod.Spec.NodeName == "" {
+		pod.Spec.NodeName = snap.NodeName
+	}
+}
+
+// observeRestore reads the node agent's restore result from the resumed
+// Pod: the snapshot is then consumed, and the condition says whether the
+// processes went on or the Pod started clean.
+func (r *Reconciler) observeRestore(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) {
+	snap := sb.Status.MemorySnapshot
+	if snap == nil || pod == nil || pod.Annotations[hibernate.AnnotationRestoreSnapshot] != snap.ID {
+		return
+	}
+	raw, ok := pod.Annotations[hibernate.AnnotationRestoreResult]
+	if !ok {
+		return
+	}
+	sb.Status.MemorySnapshot = nil
+	res, err := hibernate.DecodeResult(raw)
+	if err == nil && res.State == hibernate.StateRestored {
+		setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonRestoredFromSnapshot, "Pod "+pod.Name+" was restored from the memory snapshot")
+		r.Recorder.Eventf(sb, pod, corev1.EventTypeNormal, sandboxv1beta1.ReasonRestoredFromSnapshot, "Resume", "Pod %q restored from the memory snapshot", pod.Name)
+		return
+	}
+	reason := res.Reason
+	if err != nil {
+		reason = err.Error()
+	}
+	setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonSnapshotRestoreFailed, "Pod "+pod.Name+" started clean: "+reason)
+	r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonSnapshotRestoreFailed, "Resume", "Pod %q started clean: %s", pod.Name, reason)
+}
+
+func setMemoryCondition(sb *sandboxv1beta1.Sandbox, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&sb.Status.Conditions, metav1.Condition{
+		Type: sandboxv1beta1.SandboxConditionMemorySnapshot, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: sb.Generation,
+	})
+}
+
+func (r *Reconciler) patchPodAnnotations(ctx context.Context, pod *corev1.Pod, ann map[string]*string) error {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return fmt.Errorf("encoding pod patch: %w", err)
+	}
+	if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("annotating pod %q: %w", pod.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/hibernate"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
+)
+
+// These tests play the node agent's side of the Pod-annotation protocol
+// (internal/hibernate/protocol.go) against the real controller and
+// apiserver; the agent's own checkpoint is proven on real gVisor pods by
+// test/e2e TestDeepHibernationPodRestore.
+
+func gvisorSandbox(t *testing.T, ns, name string) *sandboxv1beta1.Sandbox {
+	t.Helper()
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}
+	if err := k8s.Create(ctxT(t), rc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	b := makeSandbox(ns, name)
+	gv := "gvisor"
+	b.sb.Spec.PodTemplate.Spec.RuntimeClassName = &gv
+	return b.create(t)
+}
+
+func annotatePod(t *testing.T, pod *corev1.Pod, k, v string) {
+	t.Helper()
+	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{k: v}}})
+	if err := k8s.Patch(ctxT(t), pod, client.RawPatch(types.MergePatchType, data)); err != nil {
+		t.Fatalf("annotating pod: %v", err)
+	}
+}
+
+func waitPodAnnotation(t *testing.T, ns, name, key string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	eventually(t, 20*time.Second, "pod annotation "+key, func() (bool, error) {
+		p, err := getPod(ns, name)
+		if err != nil {
+			return false, err
+		}
+		pod = p
+		_, ok := p.Annotations[key]
+		return ok, nil
+	})
+	return pod
+}
+
+func TestDeepHibernationCheckpointThenRestore(t *testing.T) {
+	ns := newNamespace(t)
+	sb := gvisorSandbox(t, ns, "hib")
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeSuspended)
+	pod := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationCheckpointRequested)
+	// The controller must wait for the agent, not delete the Pod.
+	consistently(t, 300*time.Millisecond, "pod kept until checkpointed", func() (bool, error) {
+		p, err := getPod(ns, sb.Name)
+		return err == nil && p.UID == pod.UID && p.DeletionTimestamp == nil, err
+	})
+	annotatePod(t, pod, hibernate.AnnotationCheckpointResult, hibernate.CheckpointResult{OK: true, SizeBytes: 70 << 20, DurationMS: 420}.Encode())
+	got := waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionTrue, sandboxv1beta1.ReasonMemorySnapshotSaved)
+	snap := got.Status.MemorySnapshot
+	if snap == nil || snap.ID != string(got.UID) || snap.NodeName != testenv.FakeNodeName || snap.SizeBytes != 70<<20 {
+		t.Fatalf("status.memorySnapshot = %+v", snap)
+	}
+	eventually(t, 20*time.Second, "pod deleted after checkpoint", gone(pod))
+	waitCondition(t, ns, sb.Name, "Suspended", metav1.ConditionTrue, sandboxv1beta1.ReasonPodTerminated)
+
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeRunning)
+	restored := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationRestoreSnapshot)
+	if restored.Annotations[hibernate.AnnotationRestoreSnapshot] != string(got.UID) || restored.Spec.NodeName != testenv.FakeNodeName {
+		t.Fatalf("resumed pod: annotation %q node %q", restored.Annotations[hibernate.AnnotationRestoreSnapshot], restored.Spec.NodeName)
+	}
+	annotatePod(t, restored, hibernate.AnnotationRestoreResult, hibernate.Result{Snapshot: string(got.UID), State: hibernate.StateRestored}.Encode())
+	got = waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionFalse, sandboxv1beta1.ReasonRestoredFromSnapshot)
+	if got.Status.MemorySnapshot != nil {
+		t.Fatalf("snapshot must be consumed by the restore: %+v", got.Status.MemorySnapshot)
+	}
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+}
+
+// A node agent that never answers (killed mid-checkpoint, not installed)
+// must not hold the suspend: after the timeout the Pod goes, the condition
+// says why, and resume starts clean.
+func TestDeepHibernationAgentTimeoutSuspendsWithVolumesOnly(t *testing.T) {
+	ns := newNamespace(t)
+	sb := gvisorSandbox(t, ns, "hib-timeout")
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeSuspended)
+	pod := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationCheckpointRequested)
+	got := waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed)
+	if got.Status.MemorySnapshot != nil {
+		t.Fatalf("no snapshot expected: %+v", got.Status.MemorySnapshot)
+	}
+	eventually(t, 20*time.Second, "pod deleted after timeout", gone(pod))
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeRunning)
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+	p, err := getPod(ns, sb.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.Annotations[hibernate.AnnotationRestoreSnapshot]; ok {
+		t.Fatalf("clean start expected, pod has %v", p.Annotations)
+	}
+}
+
+// A failed checkpoint (full disk) and a snapshot the shim refuses
+// (truncated) both end in a clean, usable Sandbox with a condition.
+func TestDeepHibernationFailuresFallBackClean(t *testing.T) {
+	ns := newNamespace(t)
+	sb := gvisorSandbox(t, ns, "hib-fail")
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeSuspended)
+	pod := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationCheckpointRequested)
+	annotatePod(t, pod, hibernate.AnnotationCheckpointResult, hibernate.CheckpointResult{Error: "writing pages: no space left on device"}.Encode())
+	got := waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed)
+	if c := condition(got, sandboxv1beta1.SandboxConditionMemorySnapshot); got.Status.MemorySnapshot != nil || !strings.Contains(c.Message, "no space left") {
+		t.Fatalf("full disk: %+v %+v", got.Status.MemorySnapshot, c)
+	}
+	eventually(t, 20*time.Second, "pod deleted", gone(pod))
+
+	// Second round: checkpoint works, the restore falls back.
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeRunning)
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeSuspended)
+	pod = waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationCheckpointRequested)
+	annotatePod(t, pod, hibernate.AnnotationCheckpointResult, hibernate.CheckpointResult{OK: true, SizeBytes: 1 << 20}.Encode())
+	waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionTrue, sandboxv1beta1.ReasonMemorySnapshotSaved)
+	eventually(t, 20*time.Second, "pod deleted", gone(pod))
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeRunning)
+	restored := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationRestoreSnapshot)
+	annotatePod(t, restored, hibernate.AnnotationRestoreResult, hibernate.Result{State: hibernate.StateFallback, Reason: "pages.img is 4096 bytes, expected 67108864 (truncated?)"}.Encode())
+	got = waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionFalse, sandboxv1beta1.ReasonSnapshotRestoreFailed)
+	if got.Status.MemorySnapshot != nil || !strings.Contains(condition(got, sandboxv1beta1.SandboxConditionMemorySnapshot).Message, "truncated") {
+		t.Fatalf("fallback: %+v", got.Status)
+	}
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+}
+
+// A tenant's pod template cannot name a snapshot: agents.x-k8s.io/ keys
+// never reach the Pod, so the resumed Pod restores only from the snapshot
+// recorded in this Sandbox's own status (never another's).
+func TestDeepHibernationTemplateCannotNameSnapshot(t *testing.T) {
+	ns := newNamespace(t)
+	victim := gvisorSandbox(t, ns, "victim")
+	b := makeSandbox(ns, "attacker").podAnnotations(hibernate.AnnotationRestoreSnapshot, string(victim.UID))
+	gv := "gvisor"
+	b.sb.Spec.PodTemplate.Spec.RuntimeClassName = &gv
+	att := b.create(t)
+	waitCondition(t, ns, att.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+	p, err := getPod(ns, att.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := p.Annotations[hibernate.AnnotationRestoreSnapshot]; ok {
+		t.Fatalf("tenant template put %s=%q on the Pod", hibernate.AnnotationRestoreSnapshot, v)
+	}
+}

@@ -1,0 +1,169 @@
+package hibernate
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// CRI annotations containerd writes into every OCI spec.
+const (
+	annoContainerType = "io.kubernetes.cri.container-type"
+	annoSandboxUID    = "io.kubernetes.cri.sandbox-uid"
+)
+
+// Checkpointer drives runsc on the node. The Pod is identified by its UID
+// (from the apiserver), matched against the UID containerd wrote into the
+// sandbox's OCI spec: never by a name a tenant could reuse.
+type Checkpointer struct {
+	Store Store
+	// Runsc is the runsc binary the node's shim uses (same version, or the
+	// restore is refused as incompatible).
+	Runsc string
+	// RunscRoot is the shim's runsc state root for the CRI namespace, e.g.
+	// /run/agent-sandbox/runsc/k8s.io.
+	RunscRoot string
+	// TaskDir holds containerd's task bundles for the CRI namespace, e.g.
+	// /run/agent-sandbox/containerd/io.containerd.runtime.v2.task/k8s.io.
+	TaskDir string
+}
+
+// Request says what to checkpoint and whose snapshot it is.
+type Request struct {
+	PodUID      string
+	Namespace   string
+	SandboxName string
+	SandboxUID  string
+	SnapshotID  string
+}
+
+// FindPodSandbox returns the container ID of the Pod's gVisor sandbox (its
+// pause container, whose ID is the runsc sandbox ID).
+func (c Checkpointer) FindPodSandbox(podUID string) (string, error) {
+	entries, err := os.ReadDir(c.TaskDir)
+	if err != nil {
+		return "", fmt.Errorf("listing containerd tasks: %w", err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(c.TaskDir, e.Name(), "config.json"))
+		if err != nil {
+			continue // a task being created or deleted
+		}
+		var spec struct {
+			Annotations map[string]string `json:"annotations"`
+		}
+		if json.Unmarshal(b, &spec) != nil {
+			continue
+		}
+		if spec.Annotations[annoContainerType] == "sandbox" && spec.Annotations[annoSandboxUID] == podUID {
+			return e.Name(), nil
+		}
+	}
+	return "", fmt.Errorf("no running pod sandbox for pod UID %s on this node: %w", podUID, os.ErrNotExist)
+}
+
+// RuntimeHash identifies the runsc build; a snapshot only restores with the
+// same one.
+func (c Checkpointer) RuntimeHash() (string, error) {
+	path, err := exec.LookPath(c.Runsc)
+	if err != nil {
+		return "", fmt.Errorf("finding runsc: %w", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("opening runsc: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hashing runsc: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Checkpoint saves the Pod's whole gVisor sandbox into the store and stops
+// it (runsc checkpoint without --leave-running). It writes into
+// <id>.partial and publishes by rename after meta.json, so a crash at any
+// point leaves either nothing or a complete snapshot. On error the partial
+// files are removed (a full disk must not stay full).
+func (c Checkpointer) Checkpoint(ctx context.Context, r Request) (Meta, error) {
+	dir, err := c.Store.SnapshotDir(r.Namespace, r.SnapshotID)
+	if err != nil {
+		return Meta{}, err
+	}
+	id, err := c.FindPodSandbox(r.PodUID)
+	if err != nil {
+		return Meta{}, err
+	}
+	hash, err := c.RuntimeHash()
+	if err != nil {
+		return Meta{}, err
+	}
+	partial := dir + ".partial"
+	if err := os.RemoveAll(partial); err != nil {
+		return Meta{}, fmt.Errorf("clearing old partial snapshot: %w", err)
+	}
+	if err := os.MkdirAll(partial, 0o700); err != nil {
+		return Meta{}, fmt.Errorf("creating snapshot dir: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(partial)
+		}
+	}()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, c.Runsc, "--root="+c.RunscRoot, "checkpoint", "--image-path="+partial, id)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return Meta{}, fmt.Errorf("runsc checkpoint %s: %w: %s", id, err, strings.TrimSpace(stderr.String()))
+	}
+	m := Meta{Namespace: r.Namespace, SandboxName: r.SandboxName, SandboxUID: r.SandboxUID, RuntimeHash: hash, Files: map[string]int64{}}
+	files, err := os.ReadDir(partial)
+	if err != nil {
+		return Meta{}, fmt.Errorf("listing snapshot: %w", err)
+	}
+	for _, f := range files {
+		fi, err := f.Info()
+		if err != nil {
+			return Meta{}, fmt.Errorf("snapshot file %s: %w", f.Name(), err)
+		}
+		m.Files[f.Name()] = fi.Size()
+	}
+	b, _ := json.Marshal(m)
+	if err := writeSynced(filepath.Join(partial, metaFile), b); err != nil {
+		return Meta{}, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return Meta{}, fmt.Errorf("replacing old snapshot: %w", err)
+	}
+	if err := os.Rename(partial, dir); err != nil {
+		return Meta{}, fmt.Errorf("publishing snapshot: %w", err)
+	}
+	ok = true
+	return m, nil
+}
+
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", path, err)
+	}
+	return f.Close()
+}

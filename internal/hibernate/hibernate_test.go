@@ -1,0 +1,81 @@
+package hibernate
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestSnapshotDirRefusesUnsafeReferences(t *testing.T) {
+	s := Store{Root: "/store"}
+	for _, bad := range [][2]string{{"ns", "../other/uid"}, {"..", "uid"}, {"ns", "a/b"}, {"ns", ""}, {"NS", "uid"}, {"ns", "."}} {
+		if _, err := s.SnapshotDir(bad[0], bad[1]); err == nil {
+			t.Errorf("SnapshotDir(%q, %q) accepted", bad[0], bad[1])
+		}
+	}
+	d, err := s.SnapshotDir("team-a", "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0")
+	if err != nil || d != "/store/snapshots/team-a/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0" {
+		t.Fatalf("SnapshotDir = %q, %v", d, err)
+	}
+}
+
+// A checkpoint that fails part-way (here: the disk fills) leaves no files
+// behind and never publishes a snapshot.
+func TestCheckpointFailureLeavesNothing(t *testing.T) {
+	root := t.TempDir()
+	tasks := filepath.Join(root, "tasks")
+	if err := os.MkdirAll(filepath.Join(tasks, "pause1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := `{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-uid":"pod-uid-1"}}`
+	if err := os.WriteFile(filepath.Join(tasks, "pause1", "config.json"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Stands in for runsc: writes part of an image, then fails like a full disk.
+	runsc := filepath.Join(root, "runsc")
+	script := "#!/bin/sh\nfor a; do case $a in --image-path=*) d=${a#--image-path=};; esac; done\nhead -c 4096 /dev/zero > $d/pages.img\necho 'write: no space left on device' >&2\nexit 1\n"
+	if err := os.WriteFile(runsc, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := Checkpointer{Store: Store{Root: filepath.Join(root, "store")}, Runsc: runsc, RunscRoot: root, TaskDir: tasks}
+	_, err := c.Checkpoint(context.Background(), Request{PodUID: "pod-uid-1", Namespace: "ns", SnapshotID: "sb-uid"})
+	if err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("Checkpoint error = %v, want the runtime's ENOSPC", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(root, "store", "snapshots", "ns", "*"))
+	if len(left) != 0 {
+		t.Fatalf("files left behind: %v", left)
+	}
+	// The Pod is found by UID only.
+	if _, err := c.FindPodSandbox("pod-uid-2"); err == nil {
+		t.Fatal("found a sandbox for another pod UID")
+	}
+}
+
+func TestAgentActsOnlyForSandboxPods(t *testing.T) {
+	tr := true
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationCheckpointRequested: "x"}}}
+	if !wants(p) {
+		t.Fatal("a checkpoint request without a result must be wanted")
+	}
+	if _, ok := sandboxOwner(p); ok {
+		t.Fatal("a Pod without a controller is not a Sandbox's")
+	}
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Sandbox", Name: "x", UID: "u", Controller: &tr}}
+	if _, ok := sandboxOwner(p); ok {
+		t.Fatal("a Kind named Sandbox in another group is not a Sandbox")
+	}
+	p.OwnerReferences[0].APIVersion = "agents.x-k8s.io/v1beta1"
+	if uid, ok := sandboxOwner(p); !ok || uid != "u" {
+		t.Fatalf("sandboxOwner = %q, %v", uid, ok)
+	}
+	p.Annotations[AnnotationCheckpointResult] = "{}"
+	if wants(p) {
+		t.Fatal("an answered request must not be redone")
+	}
+}
