@@ -37,6 +37,21 @@ const (
 	ClaimReasonEnvVarsInjectionRejected  = "EnvVarsInjectionRejected"
 	ClaimReasonVolumeClaimTemplatesError = "VolumeClaimTemplatesError"
 	ClaimReasonReconcilerError           = "ReconcilerError"
+	// ClaimReasonEnvDeliveryPending: a warm Sandbox was adopted and the
+	// claim's env is not yet confirmed applied by its sandboxd (retried
+	// with backoff). An extension of this project.
+	ClaimReasonEnvDeliveryPending = "EnvDeliveryPending"
+)
+
+// ClaimConditionLateBinding reports how a claim with env got it, an
+// extension of this project: True/EnvApplied when it was delivered to a
+// warm Sandbox's sandboxd, False/LateBindingUnavailable (with the reason in
+// the message) when the claim fell back to a cold start because the
+// template cannot take late-bound env.
+const (
+	ClaimConditionLateBinding         = "LateBinding"
+	ClaimReasonEnvApplied             = "EnvApplied"
+	ClaimReasonLateBindingUnavailable = "LateBindingUnavailable"
 )
 
 // WarmPoolRef names a SandboxWarmPool in the same namespace.
