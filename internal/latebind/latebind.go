@@ -28,12 +28,15 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 )
@@ -234,4 +237,36 @@ func Verify(pub ed25519.PublicKey, env *Envelope, local netip.Addr, now time.Tim
 		}
 	}
 	return &p, nil
+}
+
+// LoadSigner reads the controller's key from path: a PEM "PRIVATE KEY"
+// (PKCS #8, as `openssl genpkey -algorithm ed25519` writes it). The file
+// is meant to be a Secret volume only the controller's Pod mounts.
+func LoadSigner(path string) (*Signer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading late-binding key: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("late-binding key %s: want a PEM PRIVATE KEY block", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("late-binding key %s: %w", path, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("late-binding key %s: want an Ed25519 key, got %T", path, k)
+	}
+	return NewSigner(priv)
+}
+
+// EncodePrivateKey renders the signer's key as LoadSigner reads it.
+func (s *Signer) EncodePrivateKey() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(s.priv)
+	if err != nil {
+		return nil, fmt.Errorf("encoding late-binding key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
