@@ -19,8 +19,8 @@ import (
 
 	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
-	"sigs.k8s.io/agent-sandbox/internal/latebind"
 	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/latebind"
 	"sigs.k8s.io/agent-sandbox/internal/manager"
 	"sigs.k8s.io/agent-sandbox/internal/metrics"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"

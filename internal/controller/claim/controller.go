@@ -352,7 +352,7 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 		return nil, 0, srcErr
 	}
 	// Env stays on the warm path when it can be late-bound (latebind.go).
-	plan, err := r.planLateBinding(claim, src)
+	plan, err := r.planLateBinding(ctx, claim, src)
 	if err != nil {
 		return nil, 0, err
 	}

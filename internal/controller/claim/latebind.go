@@ -60,7 +60,7 @@ type lateBindingPlan struct {
 // be delivered after adoption instead: only to one regular container whose
 // env carries this controller's delivery key, i.e. one that runs a sandboxd
 // trusting it. Anything else cold-starts with the env in the Pod spec.
-func (r *Reconciler) planLateBinding(claim *extv1beta1.SandboxClaim, src *warmSource) (lateBindingPlan, error) {
+func (r *Reconciler) planLateBinding(ctx context.Context, claim *extv1beta1.SandboxClaim, src *warmSource) (lateBindingPlan, error) {
 	if len(claim.Spec.Env) == 0 {
 		return lateBindingPlan{warm: true}, nil
 	}
@@ -68,6 +68,9 @@ func (r *Reconciler) planLateBinding(claim *extv1beta1.SandboxClaim, src *warmSo
 		return lateBindingPlan{}, nil
 	}
 	if err := injectEnv(src.tmpl, src.tmpl.Spec.PodTemplate.Spec.DeepCopy(), claim.Spec.Env); err != nil {
+		return lateBindingPlan{}, err
+	}
+	if _, err := r.resolveEnv(ctx, claim, false); err != nil {
 		return lateBindingPlan{}, err
 	}
 	if !r.opts.LateBinding.enabled() {
@@ -182,9 +185,11 @@ func (r *Reconciler) deliverEnv(ctx context.Context, claim *extv1beta1.SandboxCl
 	if !done {
 		p := latebind.Payload{Namespace: sb.Namespace, Sandbox: sb.Name, SandboxUID: string(sb.UID), ClaimUID: string(claim.UID),
 			Container: container, Target: ip}
-		for _, e := range claim.Spec.Env {
-			p.Env = append(p.Env, latebind.Var{Name: e.Name, Value: e.Value})
+		vars, err := r.resolveEnv(ctx, claim, true)
+		if err != nil {
+			return err
 		}
+		p.Env = vars
 		env, err := lb.Signer.Sign(p)
 		if err != nil {
 			return err

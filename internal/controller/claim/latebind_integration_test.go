@@ -529,3 +529,49 @@ func readOnlyClient(t *testing.T, ns string) dynamic.Interface {
 }
 
 var _ = fmt.Sprintf
+
+// Env from a Secret: resolved by the controller at delivery, never in the
+// Sandbox, the Pod or the claim status; a Secret that did not opt in is
+// refused, and the warm member stays in the pool.
+func TestLateBindingEnvFromSecret(t *testing.T) {
+	w := newLBWorld(t, claim.LateBinding{})
+	w.readyPool("pool", 2, w.lateTemplate(extv1beta1.EnvVarsInjectionPolicyAllowed))
+	ctx := context.Background()
+	for name, optIn := range map[string]bool{"shared": true, "private": false} {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Data: map[string][]byte{"token": []byte("tok-" + name)}}
+		if optIn {
+			sec.Annotations = map[string]string{extv1beta1.ClaimEnvAllowedAnnotation: "true"}
+		}
+		if err := w.c.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fromSecret := func(secret string) func(*extv1beta1.SandboxClaim) {
+		return func(c *extv1beta1.SandboxClaim) {
+			c.Spec.Env = []extv1beta1.EnvVar{{Name: "TOKEN", ValueFrom: &extv1beta1.EnvVarSource{
+				SecretKeyRef: &extv1beta1.SecretKeySelector{Name: secret, Key: "token"}}}}
+		}
+	}
+	w.claim("ok", "pool", fromSecret("shared"))
+	sb := w.waitReady("ok")
+	if sb.Name == "ok" {
+		t.Fatal("secret env claim went cold")
+	}
+	if got := w.run(sb, "printenv TOKEN"); got != "tok-shared\n" {
+		t.Fatalf("TOKEN = %q", got)
+	}
+	for what, obj := range map[string]any{"sandbox": w.mustSandbox(sb.Name), "pod": w.pod(sb.Name), "claim": w.getClaim("ok")} {
+		b, _ := json.Marshal(obj)
+		if bytes.Contains(b, []byte("tok-shared")) {
+			t.Errorf("the %s carries the Secret's value", what)
+		}
+	}
+	w.claim("no", "pool", fromSecret("private"))
+	w.waitReason("no", extv1beta1.ClaimReasonEnvVarsInjectionRejected, "")
+	if ms, _ := exttest.PoolMembers(w.c, w.ns, "pool"); len(ms) == 0 {
+		t.Error("the refused claim took a member")
+	}
+	if _, err := w.sandbox("no"); err == nil {
+		t.Error("the refused claim got a cold sandbox")
+	}
+}

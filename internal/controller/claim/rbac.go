@@ -9,3 +9,9 @@ package claim
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+//
+// Secrets: get only, and only through the uncached API reader (no Secret
+// informer, so the controller never holds every Secret in memory). It
+// reads a Secret only when a claim's env names it with valueFrom, and uses
+// it only if the Secret opts in (extv1beta1.ClaimEnvAllowedAnnotation).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
