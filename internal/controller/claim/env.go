@@ -115,8 +115,11 @@ func (r *Reconciler) resolveEnv(ctx context.Context, claim *extv1beta1.SandboxCl
 		if !ok {
 			sec = &corev1.Secret{}
 			if err := r.api.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: ref.Name}, sec); err != nil {
-				if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+				switch {
+				case apierrors.IsNotFound(err):
 					return nil, errEnvRejected(fmt.Sprintf("Secret %q of variable %q not found", ref.Name, e.Name))
+				case apierrors.IsForbidden(err):
+					return nil, errEnvRejected(fmt.Sprintf("the controller may not read Secret %q of variable %q (grant it get on secrets in this namespace)", ref.Name, e.Name))
 				}
 				return nil, fmt.Errorf("getting Secret %q: %w", ref.Name, err)
 			}

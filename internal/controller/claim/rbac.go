@@ -10,8 +10,7 @@ package claim
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 //
-// Secrets: get only, and only through the uncached API reader (no Secret
-// informer, so the controller never holds every Secret in memory). It
-// reads a Secret only when a claim's env names it with valueFrom, and uses
-// it only if the Secret opts in (extv1beta1.ClaimEnvAllowedAnnotation).
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Secrets are deliberately not granted here: env valueFrom.secretKeyRef
+// (env.go) needs get on secrets in the namespaces that use it, which an
+// operator grants with a namespaced RoleBinding (docs/security.md,
+// late-binding). Without it such claims are refused with a clear reason.
