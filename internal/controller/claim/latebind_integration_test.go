@@ -54,7 +54,7 @@ var (
 )
 
 // sandboxd builds cmd/sandboxd once per test binary.
-func sandboxd(t *testing.T) string {
+func sandboxd(t testing.TB) string {
 	t.Helper()
 	sandboxdOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "latebind-sandboxd-*")
@@ -80,7 +80,7 @@ type lbWorld struct {
 	kubelet *testenv.ProcessKubelet
 }
 
-func newLBWorld(t *testing.T, lb claim.LateBinding) *lbWorld {
+func newLBWorld(t testing.TB, lb claim.LateBinding) *lbWorld {
 	t.Helper()
 	bin := sandboxd(t)
 	w := &world{t: t, c: env().Client, writes: &exttest.WriteCounter{}, gate: &exttest.ReadyGate{}}
