@@ -169,3 +169,41 @@ func TestLateEnvDisabledWithoutKey(t *testing.T) {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// BenchmarkLateEnvDelivery is the marginal cost late binding adds to a
+// warm claim: sign a 5-variable envelope, POST it to a real sandboxd on
+// loopback, verify and apply it (a fresh daemon binding each time would
+// need a fresh daemon, so each iteration is a newer envelope for the same
+// claim with different values: the same verify-and-apply path).
+//
+//	go test -run '^$' -bench BenchmarkLateEnvDelivery ./internal/sandboxd/
+func BenchmarkLateEnvDelivery(b *testing.B) {
+	s, _ := latebind.GenerateSigner()
+	pub, _ := latebind.ParsePublicKey(s.PublicKey())
+	cfg := validConfig(filepath.Join(b.TempDir(), "workspace"))
+	cfg.LateEnv = lateenv.New(pub, os.Environ(), nil)
+	d := start(b, cfg)
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	i := 0
+	for b.Loop() {
+		i++
+		p := payload("claim-a")
+		p.Env = []latebind.Var{{Name: "V1", Value: "a"}, {Name: "V2", Value: "b"}, {Name: "V3", Value: "c"}, {Name: "V4", Value: "d"}, {Name: "V5", Value: time.Now().String()}}
+		env, err := s.Sign(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ack, err := latebind.Deliver(b.Context(), hc, "127.0.0.1", mustPort(b, d.rest), env)
+		if err != nil || !ack.Applied {
+			b.Fatalf("delivery %d: %+v %v", i, ack, err)
+		}
+	}
+}
+
+func mustPort(b *testing.B, url string) int {
+	ap, err := netip.ParseAddrPort(strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return int(ap.Port())
+}
