@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
 	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/latebind"
 	"sigs.k8s.io/agent-sandbox/internal/manager"
 	"sigs.k8s.io/agent-sandbox/internal/metrics"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
@@ -62,6 +63,8 @@ type flags struct {
 	enableTracing           bool
 
 	ext extensions.Options
+	// lateBindingKeyFile: see --late-binding-key-file.
+	lateBindingKeyFile string
 
 	webhook webhook.Options
 }
@@ -111,6 +114,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.BoolVar(&e.PersistClaimObservabilityAnnotations, "persist-claim-observability-annotations", false, "Write first-observed/first-ready annotations on claims (extra writes); by default they live in memory for the metrics.")
 	fs.BoolVar(&e.ReferenceCompatibleWrites, "reference-compatible-writes", false,
 		"Make every claim write the published controller makes by default (first-observed/first-ready and sandbox-name annotations, SandboxAdopted/SandboxProvisioned events); --disable-claim-observability-annotations and --disable-claim-events still apply.")
+	fs.StringVar(&f.lateBindingKeyFile, "late-binding-key-file", "",
+		"PEM Ed25519 private key (a Secret volume only this Pod mounts) that signs env deliveries to warm sandboxes; claims with env then stay on the warm path for templates whose container sets "+latebind.KeyEnv+" to the public key this controller logs. Empty: claims with env cold-start.")
 	// Conversion webhook (v1alpha1 <-> v1beta1), internal/webhook.
 	w := &f.webhook
 	fs.BoolVar(&w.Enable, "enable-webhook", true, "Serve the v1alpha1 <-> v1beta1 conversion webhook. With false, v1alpha1 requests fail; set the CRDs' conversion strategy to None if nothing uses v1alpha1.")
@@ -237,6 +242,15 @@ func run(args []string) error {
 			return fmt.Errorf("reading allowed label domains: %w", err)
 		}
 		f.ext.AllowedLabelDomains = domains
+		if f.lateBindingKeyFile != "" {
+			signer, err := latebind.LoadSigner(f.lateBindingKeyFile)
+			if err != nil {
+				return err
+			}
+			f.ext.LateBinding.Signer = signer
+			ctrl.Log.Info("late binding enabled: templates whose container sets this key get claim env on the warm path",
+				"env", latebind.KeyEnv, "value", signer.PublicKey())
+		}
 		if err := extensions.Setup(mgr, f.ext); err != nil {
 			return fmt.Errorf("setting up extension controllers: %w", err)
 		}

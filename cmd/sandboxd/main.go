@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/lateenv"
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/legacy"
 )
 
@@ -129,6 +130,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.ExecTimeout = timeout
 
+	// The claim controller's public key, when the template sets it,
+	// enables late-bound env (internal/latebind).
+	late, err := lateenv.FromEnviron(log.With("api", "late-binding"))
+	if err != nil {
+		return usageError{err}
+	}
+	cfg.LateEnv = late
 	d, err := sandboxd.New(cfg)
 	if err != nil {
 		return err

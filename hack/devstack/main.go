@@ -63,6 +63,7 @@ func run(args []string) error {
 	fs.StringVar(&logFile, "log-file", "", "write component logs here instead of stderr")
 	fs.BoolVar(&quiet, "quiet", false, "discard component logs")
 	fs.BoolVar(&stdinCloses, "exit-on-stdin-close", true, "stop when stdin, if it is a pipe or socket, reaches EOF")
+	fs.BoolVar(&opts.LateBinding, "late-binding", false, "give the controller a delivery key and the template the public key, so claims with env stay warm")
 	fs.DurationVar(&timeout, "start-timeout", 3*time.Minute, "bound on bringing the stack up")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -46,9 +46,11 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
 	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
 	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/latebind"
 	"sigs.k8s.io/agent-sandbox/internal/manager"
 	"sigs.k8s.io/agent-sandbox/internal/router"
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
@@ -86,6 +88,10 @@ type Options struct {
 	Log io.Writer
 	// ReadyTimeout bounds waiting for the warm pool (default 2m).
 	ReadyTimeout time.Duration
+	// LateBinding gives the controller a fresh delivery key and the
+	// template's container the matching public key, so claims with env
+	// stay on the warm path (internal/latebind).
+	LateBinding bool
 }
 
 // Stack is a running integration stack.
@@ -108,6 +114,9 @@ type Stack struct {
 	Kubelet *testenv.ProcessKubelet
 	// WorkDir is the stack's scratch directory.
 	WorkDir string
+	// Signer is the controller's late-binding key (nil without
+	// Options.LateBinding).
+	Signer *latebind.Signer
 
 	log      logr.Logger
 	ownsDir  bool
@@ -233,6 +242,11 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 		return nil, err
 	}
 
+	if opts.LateBinding {
+		if s.Signer, err = latebind.GenerateSigner(); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.startManager(admin); err != nil {
 		return nil, err
 	}
@@ -317,7 +331,8 @@ func (s *Stack) startManager(admin *rest.Config) error {
 	if err := sandbox.SetupWithManager(mgr, sandbox.Options{StatusCoalesceWindow: time.Second}); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}
-	if err := extensions.Setup(mgr, extensions.Options{EnableWarmPoolEviction: true}); err != nil {
+	if err := extensions.Setup(mgr, extensions.Options{EnableWarmPoolEviction: true,
+		LateBinding: claim.LateBinding{Signer: s.Signer, Port: RESTPort}}); err != nil {
 		return fmt.Errorf("setting up extension controllers: %w", err)
 	}
 	mctx, cancel := context.WithCancel(context.Background())
@@ -333,7 +348,13 @@ func (s *Stack) startManager(admin *rest.Config) error {
 // replica is Ready.
 func (s *Stack) applyWarmPool(ctx context.Context, replicas int32, timeout time.Duration) error {
 	c := s.Env.Client
-	if err := c.Create(ctx, template(s.Namespace)); err != nil {
+	tmpl := template(s.Namespace)
+	if s.Signer != nil {
+		tmpl.Spec.EnvVarsInjectionPolicy = extv1beta1.EnvVarsInjectionPolicyAllowed
+		ctr := &tmpl.Spec.PodTemplate.Spec.Containers[0]
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: latebind.KeyEnv, Value: s.Signer.PublicKey()})
+	}
+	if err := c.Create(ctx, tmpl); err != nil {
 		return fmt.Errorf("creating SandboxTemplate: %w", err)
 	}
 	if err := c.Create(ctx, warmPool(s.Namespace, replicas)); err != nil {

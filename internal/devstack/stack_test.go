@@ -14,12 +14,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
@@ -31,7 +33,7 @@ func TestStack(t *testing.T) {
 	if os.Getenv("DEVSTACK_LOG") != "" {
 		log = os.Stderr
 	}
-	st, err := Start(ctx, Options{WarmPoolReplicas: 1, Log: log})
+	st, err := Start(ctx, Options{WarmPoolReplicas: 1, Log: log, LateBinding: true})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -114,6 +116,44 @@ func TestStack(t *testing.T) {
 		}
 		waitFor(t, "process gone", func() bool { return !listening(ip, LegacyPort) })
 		// The pool replaces the member.
+		if err := st.WaitWarmPoolReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a claim with env is served warm and sees its env", func(t *testing.T) {
+		c := &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: st.Namespace, Name: "env-claim"},
+			Spec: extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: st.WarmPool},
+				Env: []extv1beta1.EnvVar{{Name: "GREETING", Value: "late-bound"}}}}
+		if err := st.Client.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		var sbName string
+		waitFor(t, "the env claim Ready", func() bool {
+			var got extv1beta1.SandboxClaim
+			if st.Client.Get(ctx, client.ObjectKeyFromObject(c), &got) != nil {
+				return false
+			}
+			sbName = got.Status.SandboxStatus.Name
+			return apimeta.IsStatusConditionTrue(got.Status.Conditions, "Ready")
+		})
+		if sbName == c.Name {
+			t.Fatalf("the env claim got a cold sandbox")
+		}
+		p, err := cs.CoreV1().Pods(st.Namespace).Get(ctx, sbName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Post("http://"+net.JoinHostPort(p.Status.PodIP, strconv.Itoa(LegacyPort))+"/execute", "application/json",
+			strings.NewReader(`{"command":"printenv GREETING"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if !strings.Contains(string(b), `"stdout":"late-bound\n"`) {
+			t.Fatalf("printenv in the warm sandbox: %s", b)
+		}
 		if err := st.WaitWarmPoolReady(ctx, time.Minute); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -48,6 +49,7 @@ type createIn struct {
 	ShutdownAfterSeconds int               `json:"shutdown_after_seconds,omitempty" jsonschema:"the sandbox is deleted this many seconds after creation (default: the server's, 300 unless configured)"`
 	PodLabels            map[string]string `json:"pod_labels,omitempty" jsonschema:"labels for the sandbox's Pod"`
 	PodAnnotations       map[string]string `json:"pod_annotations,omitempty" jsonschema:"annotations for the sandbox's Pod"`
+	Env                  map[string]string `json:"env,omitempty" jsonschema:"environment variables for the sandbox's commands, if its template allows env injection (warm when the template supports late binding)"`
 }
 
 type createOut struct {
@@ -308,6 +310,11 @@ func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 			return nil, out, fmt.Errorf("pod_annotations key %q: %s", k, strings.Join(errs, "; "))
 		}
 	}
+	for k := range in.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, out, fmt.Errorf("env name %q is not a valid environment variable name", k)
+		}
+	}
 	if _, set := in.Labels[s.cfg.SessionLabelKey]; set {
 		return nil, out, fmt.Errorf("labels must not set %s: the server sets it to the session id", s.cfg.SessionLabelKey)
 	}
@@ -326,6 +333,7 @@ func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 		Namespace: ns, Pool: in.WarmPool, Labels: labels,
 		PodLabels: in.PodLabels, PodAnnotations: in.PodAnnotations,
 		ShutdownAfter: time.Duration(in.ShutdownAfterSeconds) * time.Second,
+		Env:           sortedEnv(in.Env),
 	})
 	if err != nil {
 		return nil, out, err
@@ -691,4 +699,14 @@ func (o *outputBuffer) String() string {
 		s += fmt.Sprintf("\n[output truncated at %d bytes]", o.max)
 	}
 	return s
+}
+
+// sortedEnv turns the tool's env map into claim env in name order, so the
+// same arguments always make the same claim.
+func sortedEnv(m map[string]string) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, corev1.EnvVar{Name: k, Value: m[k]})
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -19,7 +20,9 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	processv1 "sigs.k8s.io/agent-sandbox/api/proto/process/v1"
+	"sigs.k8s.io/agent-sandbox/internal/latebind"
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/httpguard"
+	"sigs.k8s.io/agent-sandbox/internal/sandboxd/lateenv"
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/legacy"
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/process"
 	"sigs.k8s.io/agent-sandbox/internal/sandboxd/restapi"
@@ -57,6 +60,10 @@ type Config struct {
 	// ExecDrainGrace bounds how long /execute waits for output held open
 	// by background children after the command exited.
 	ExecDrainGrace time.Duration
+	// LateEnv holds the env late-bound by the claim controller (see
+	// package lateenv); nil means none can be delivered and processes
+	// inherit the daemon's environment.
+	LateEnv *lateenv.Store
 	// Logger receives structured logs; nil discards.
 	Logger *slog.Logger
 }
@@ -98,6 +105,7 @@ type Daemon struct {
 	rest    *restapi.Server
 	legacy  http.Handler
 	procs   *process.Service
+	late    *lateenv.Store
 }
 
 // New opens the workspace roots (creating them if needed) and builds the
@@ -121,7 +129,11 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d := &Daemon{cfg: cfg, log: log, root: root, legRoot: legRoot}
+	late := cfg.LateEnv
+	if late == nil {
+		late = lateenv.New(nil, os.Environ(), log)
+	}
+	d := &Daemon{cfg: cfg, log: log, root: root, legRoot: legRoot, late: late}
 	d.rest = restapi.New(restapi.Config{
 		Root:              root,
 		MetadataEnvPrefix: cfg.MetadataEnvPrefix,
@@ -132,12 +144,14 @@ func New(cfg Config) (*Daemon, error) {
 		ExecTimeout: cfg.ExecTimeout,
 		MaxOutput:   cfg.MaxOutputBytes,
 		DrainGrace:  cfg.ExecDrainGrace,
+		Environ:     late.Environ,
 		Logger:      log.With("api", "legacy"),
 	})
 	d.procs = process.New(process.Config{
 		Root:      root,
 		ChunkSize: cfg.StreamChunkSize,
 		MaxOutput: cfg.MaxOutputBytes,
+		Environ:   late.Environ,
 		Logger:    log.With("api", "process"),
 	})
 	return d, nil
@@ -151,6 +165,18 @@ func (d *Daemon) Close() error {
 	}
 	return err
 }
+
+// restHandler is the REST API plus the late-binding endpoint, which
+// answers on the REST port because that is where the controller dials.
+func (d *Daemon) restHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(latebind.Path, d.late.Handler())
+	mux.Handle("/", d.rest)
+	return mux
+}
+
+// LateEnv exposes the late-bound env store (tests).
+func (d *Daemon) LateEnv() *lateenv.Store { return d.late }
 
 // SetReady flips /v1/health.
 func (d *Daemon) SetReady(ready bool) { d.rest.SetReady(ready) }
@@ -231,7 +257,7 @@ func (d *Daemon) ServeListeners(ctx context.Context, ls Listeners) error {
 		srv  *http.Server
 		l    net.Listener
 	}
-	restSrv, restL := newHTTP(d.rest, restapi.Refuse, "rest", ls.REST)
+	restSrv, restL := newHTTP(d.restHandler(), restapi.Refuse, "rest", ls.REST)
 	https := []served{{"rest", restSrv, restL}}
 	if ls.Legacy != nil {
 		legSrv, legL := newHTTP(d.legacy, legacy.Refuse, "legacy", ls.Legacy)

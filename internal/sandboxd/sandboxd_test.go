@@ -58,7 +58,7 @@ type daemon struct {
 	done                 chan error
 }
 
-func start(t *testing.T, cfg Config) *daemon {
+func start(t testing.TB, cfg Config) *daemon {
 	t.Helper()
 	d, err := New(cfg)
 	if err != nil {

@@ -81,7 +81,9 @@ func (in *SandboxClaimSpec) DeepCopyInto(out *SandboxClaimSpec) {
 	if in.Env != nil {
 		in, out := &in.Env, &out.Env
 		*out = make([]v1beta1.EnvVar, len(*in))
-		copy(*out, *in)
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
 	}
 }
 

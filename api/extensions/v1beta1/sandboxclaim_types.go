@@ -37,6 +37,21 @@ const (
 	ClaimReasonEnvVarsInjectionRejected  = "EnvVarsInjectionRejected"
 	ClaimReasonVolumeClaimTemplatesError = "VolumeClaimTemplatesError"
 	ClaimReasonReconcilerError           = "ReconcilerError"
+	// ClaimReasonEnvDeliveryPending: a warm Sandbox was adopted and the
+	// claim's env is not yet confirmed applied by its sandboxd (retried
+	// with backoff). An extension of this project.
+	ClaimReasonEnvDeliveryPending = "EnvDeliveryPending"
+)
+
+// ClaimConditionLateBinding reports how a claim with env got it, an
+// extension of this project: True/EnvApplied when it was delivered to a
+// warm Sandbox's sandboxd, False/LateBindingUnavailable (with the reason in
+// the message) when the claim fell back to a cold start because the
+// template cannot take late-bound env.
+const (
+	ClaimConditionLateBinding         = "LateBinding"
+	ClaimReasonEnvApplied             = "EnvApplied"
+	ClaimReasonLateBindingUnavailable = "LateBindingUnavailable"
 )
 
 // WarmPoolRef names a SandboxWarmPool in the same namespace.
@@ -68,6 +83,7 @@ type Lifecycle struct {
 }
 
 // EnvVar is an environment variable a claim injects into its Sandbox.
+// +kubebuilder:validation:XValidation:rule="!has(self.valueFrom) || size(self.value) == 0",message="value must be empty when valueFrom is set"
 type EnvVar struct {
 	// Name of the variable.
 	// +required
@@ -82,7 +98,41 @@ type EnvVar struct {
 	// container.
 	// +optional
 	ContainerName string `json:"containerName,omitempty"`
+
+	// ValueFrom takes the value from a key of a Secret in the claim's
+	// namespace instead of Value (which must then be empty). The Secret
+	// must opt in with the annotation
+	// extensions.agents.x-k8s.io/claim-env-allowed: "true". The controller
+	// resolves it when it delivers late-bound env (the value is never
+	// written into the Sandbox, the Pod or any status); a cold Sandbox gets
+	// a secretKeyRef in its Pod spec. An extension of this project.
+	// +optional
+	ValueFrom *EnvVarSource `json:"valueFrom,omitempty"`
 }
+
+// EnvVarSource is where a claim's env value comes from.
+type EnvVarSource struct {
+	// SecretKeyRef selects a key of a Secret in the claim's namespace.
+	// +required
+	SecretKeyRef *SecretKeySelector `json:"secretKeyRef"`
+}
+
+// SecretKeySelector names a key of a Secret in the claim's namespace.
+type SecretKeySelector struct {
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Key in the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+}
+
+// ClaimEnvAllowedAnnotation on a Secret lets claims in its namespace take
+// env values from it (EnvVar.ValueFrom). Only those who can write the
+// Secret can set it.
+const ClaimEnvAllowedAnnotation = "extensions.agents.x-k8s.io/claim-env-allowed"
 
 // SandboxClaimSpec is the desired state of a claim.
 type SandboxClaimSpec struct {

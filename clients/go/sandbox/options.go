@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -54,12 +55,22 @@ const (
 	ConnectivityInCluster Connectivity = "in-cluster"
 )
 
+// EnvVar is one environment variable of a claim.
+type EnvVar struct {
+	Name, Value string
+}
+
 // Options configure a Sandbox (and, as defaults, a Client). Zero values
 // take the defaults listed per field.
 type Options struct {
 	// WarmPoolName is the SandboxWarmPool to claim from. Required by Open
 	// (a Client passes it per CreateSandbox). A DNS subdomain.
 	WarmPoolName string
+	// Env goes into the claim's spec.env (in order), for the template's
+	// first container, as far as its envVarsInjectionPolicy allows. With a
+	// late-binding template it stays on the warm path. Extension over the
+	// published SDK.
+	Env []EnvVar
 	// Runtime is the in-sandbox API (default RuntimeLegacyPython).
 	Runtime Runtime
 	// Connectivity: see Connectivity (default ConnectivityPortForward).
@@ -196,6 +207,11 @@ func (o *Options) validate() error {
 	if o.WarmPoolName != "" {
 		if err := validateWarmPoolName(o.WarmPoolName); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	for _, e := range o.Env {
+		if e.Name == "" || strings.ContainsAny(e.Name, "=\x00") || strings.ContainsRune(e.Value, 0) {
+			bad("Env %q is not a valid environment variable", e.Name)
 		}
 	}
 	if o.APIURL != "" {

@@ -47,6 +47,8 @@ func TestValidation(t *testing.T) {
 		"negative size":         {MaxUploadSize: -1},
 		"in-cluster with url":   {Connectivity: ConnectivityInCluster, APIURL: "http://x"},
 		"bad connectivity":      {Connectivity: "carrier-pigeon"},
+		"bad env name":          {Env: []EnvVar{{Name: "A=B", Value: "x"}}},
+		"empty env name":        {Env: []EnvVar{{Value: "x"}}},
 	}
 	for name, o := range bad {
 		o = o.withDefaults()

@@ -312,6 +312,9 @@ func (s *Sandbox) create(ctx context.Context) (err error) {
 
 	cctx, span := s.tracer.Start(ctx, s.svc+".create_claim")
 	claim := buildClaim(cctx, s.opts.Namespace, s.opts.WarmPoolName, s.presetAnnotations, time.Now())
+	for _, e := range s.opts.Env {
+		claim.Spec.Env = append(claim.Spec.Env, extv1beta1.EnvVar{Name: e.Name, Value: e.Value})
+	}
 	err = s.helper.ExtensionsClient.Create(cctx, claim)
 	recordErr(span, err)
 	span.End()

@@ -42,6 +42,7 @@ def build_claim_manifest(
     pod_annotations: Mapping[str, str] | None = None,
     trace_context: str | None = None,
     annotations: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The SandboxClaim the client creates (validated; raises ``ValueError`` on bad input)."""
     claim_labels = validate_labels(labels)
@@ -67,12 +68,31 @@ def build_claim_manifest(
         pod_meta["annotations"] = checked_annotations
     if pod_meta:
         spec["additionalPodMetadata"] = pod_meta
+    checked_env = validate_env(env)
+    if checked_env:
+        spec["env"] = checked_env
     return {
         "apiVersion": f"{C.CLAIM_API_GROUP}/{C.CLAIM_API_VERSION}",
         "kind": C.CLAIM_KIND,
         "metadata": {"name": claim_name, "labels": claim_labels, "annotations": claim_annotations},
         "spec": spec,
     }
+
+
+def validate_env(env: Mapping[str, str] | None) -> list[dict[str, str]]:
+    """``env`` as the claim's ``spec.env`` list (in the mapping's order); ``ValueError`` on bad input."""
+    if env is None:
+        return []
+    if not isinstance(env, Mapping):
+        raise ValueError("env must be a mapping of variable names to string values.")
+    out = []
+    for name, value in env.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise ValueError(f"env name {name!r} is not a valid environment variable name")
+        if not isinstance(value, str) or "\0" in value:
+            raise ValueError(f"env value of {name!r} must be a string without NUL characters")
+        out.append({"name": name, "value": value})
+    return out
 
 
 def validate_create_args(warmpool: object, namespace: object, sandbox_ready_timeout: object) -> None:
@@ -162,6 +182,7 @@ class SandboxClient(Generic[S]):
         volume_claim_templates: Sequence[Mapping[str, Any]] | None = None,
         pod_labels: Mapping[str, str] | None = None,
         pod_annotations: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> S:
         """Claim a sandbox from warm pool ``warmpool`` and wait until it is Ready.
 
@@ -177,6 +198,8 @@ class SandboxClient(Generic[S]):
             volume_claim_templates: PVC templates passed to ``spec.volumeClaimTemplates``.
             pod_labels: labels added to the sandbox pod.
             pod_annotations: annotations added to the sandbox pod.
+            env: environment variables for the sandbox's commands (``spec.env``), if the
+                template allows env injection; a late-binding template keeps the claim warm.
 
         Raises:
             ValueError: invalid arguments.
@@ -200,6 +223,7 @@ class SandboxClient(Generic[S]):
                 pod_labels=pod_labels,
                 pod_annotations=pod_annotations,
                 trace_context=self.tracer.trace_context_annotation(),
+                env=env,
             )
             created = self.k8s_helper.create_sandbox_claim(namespace, manifest)
         try:

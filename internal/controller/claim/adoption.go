@@ -164,6 +164,11 @@ func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.Sandb
 			putBack = append(putBack, c)
 			continue
 		}
+		if !r.lateBindableMember(&cand, claim, src) {
+			// Fine for claims without env; not for this one.
+			putBack = append(putBack, c)
+			continue
+		}
 		adopted, err := r.adopt(ctx, claim, &cand, src)
 		if errors.Is(err, errCandidateLost) {
 			logger.V(1).Info("warm candidate taken by another writer; trying the next", "sandbox", c.Name)

@@ -90,6 +90,8 @@ type Options struct {
 	// pool controller (nil: a private one, which only knows what this
 	// controller compared itself).
 	Vetted *vetting.Registry
+	// LateBinding lets claims with env adopt warm Sandboxes (latebind.go).
+	LateBinding LateBinding
 }
 
 func (o *Options) defaults() {
@@ -105,6 +107,7 @@ func (o *Options) defaults() {
 	if o.Vetted == nil {
 		o.Vetted = vetting.NewRegistry()
 	}
+	o.LateBinding.defaults()
 }
 
 func (o *Options) persistAnnotations() bool {
@@ -331,7 +334,10 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 		if err := r.recordAssignment(ctx, claim, sb); err != nil {
 			return sb, 0, err
 		}
-		return sb, 0, r.syncBoundMetadata(ctx, claim, sb, src, srcErr)
+		if err := r.syncBoundMetadata(ctx, claim, sb, src, srcErr); err != nil {
+			return sb, 0, err
+		}
+		return sb, 0, r.deliverEnv(ctx, claim, sb, src)
 	}
 	if name := legacyAssignment(claim); name != "" {
 		sb, err := r.resolveLegacyAssignment(ctx, claim, name, src)
@@ -345,7 +351,12 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 	if src == nil {
 		return nil, 0, srcErr
 	}
-	if len(claim.Spec.Env) == 0 && len(claim.Spec.VolumeClaimTemplates) == 0 {
+	// Env stays on the warm path when it can be late-bound (latebind.go).
+	plan, err := r.planLateBinding(ctx, claim, src)
+	if err != nil {
+		return nil, 0, err
+	}
+	if plan.warm && len(claim.Spec.VolumeClaimTemplates) == 0 {
 		sb, pendingNetwork, err := r.adoptFromQueue(ctx, claim, src)
 		if err != nil {
 			return nil, 0, err
@@ -353,7 +364,10 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 		if sb != nil {
 			r.remember(claim, sb)
 			r.adopted(claim, sb)
-			return sb, 0, r.recordAssignment(ctx, claim, sb)
+			if err := r.recordAssignment(ctx, claim, sb); err != nil {
+				return sb, 0, err
+			}
+			return sb, 0, r.deliverEnv(ctx, claim, sb, src)
 		}
 		if pendingNetwork {
 			if wait := r.warmWait(claim); wait > 0 {
@@ -369,6 +383,9 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 	sb, err = r.createCold(ctx, claim, src)
 	if err != nil {
 		return nil, 0, err
+	}
+	if plan.why != "" {
+		r.lateBindingUnavailable(claim, plan.why)
 	}
 	r.remember(claim, sb)
 	r.provisioned(claim, sb)

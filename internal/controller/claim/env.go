@@ -1,11 +1,15 @@
 package claim
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/latebind"
 )
 
 // injectEnv applies a claim's environment variables to a pod spec copied
@@ -72,6 +76,11 @@ func injectEnv(tmpl *extv1beta1.SandboxTemplate, spec *corev1.PodSpec, env []ext
 			}
 		}
 		v := corev1.EnvVar{Name: e.Name, Value: e.Value}
+		if ref := secretRef(e); ref != nil {
+			// The kubelet resolves it; the value never enters the spec.
+			v = corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}}
+		}
 		if idx >= 0 {
 			c.Env[idx] = v
 		} else {
@@ -79,4 +88,53 @@ func injectEnv(tmpl *extv1beta1.SandboxTemplate, spec *corev1.PodSpec, env []ext
 		}
 	}
 	return nil
+}
+
+func secretRef(e extv1beta1.EnvVar) *extv1beta1.SecretKeySelector {
+	if e.ValueFrom == nil {
+		return nil
+	}
+	return e.ValueFrom.SecretKeyRef
+}
+
+// resolveEnv returns the claim's env with Secret references resolved. A
+// Secret is used only if it opts in (ClaimEnvAllowedAnnotation): being
+// able to create a claim must not mean being able to read every Secret of
+// the namespace. It reads through the uncached API reader. With values
+// false it checks the opt-in only and returns nothing.
+func (r *Reconciler) resolveEnv(ctx context.Context, claim *extv1beta1.SandboxClaim, values bool) ([]latebind.Var, error) {
+	var out []latebind.Var
+	secrets := map[string]*corev1.Secret{}
+	for _, e := range claim.Spec.Env {
+		ref := secretRef(e)
+		if ref == nil {
+			out = append(out, latebind.Var{Name: e.Name, Value: e.Value})
+			continue
+		}
+		sec, ok := secrets[ref.Name]
+		if !ok {
+			sec = &corev1.Secret{}
+			if err := r.api.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: ref.Name}, sec); err != nil {
+				switch {
+				case apierrors.IsNotFound(err):
+					return nil, errEnvRejected(fmt.Sprintf("Secret %q of variable %q not found", ref.Name, e.Name))
+				case apierrors.IsForbidden(err):
+					return nil, errEnvRejected(fmt.Sprintf("the controller may not read Secret %q of variable %q (grant it get on secrets in this namespace)", ref.Name, e.Name))
+				}
+				return nil, fmt.Errorf("getting Secret %q: %w", ref.Name, err)
+			}
+			if sec.Annotations[extv1beta1.ClaimEnvAllowedAnnotation] != "true" {
+				return nil, errEnvRejected(fmt.Sprintf("Secret %q of variable %q does not allow claim env (annotation %s)", ref.Name, e.Name, extv1beta1.ClaimEnvAllowedAnnotation))
+			}
+			secrets[ref.Name] = sec
+		}
+		v, ok := sec.Data[ref.Key]
+		if !ok {
+			return nil, errEnvRejected(fmt.Sprintf("Secret %q has no key %q for variable %q", ref.Name, ref.Key, e.Name))
+		}
+		if values {
+			out = append(out, latebind.Var{Name: e.Name, Value: string(v)})
+		}
+	}
+	return out, nil
 }

@@ -25,7 +25,7 @@ const wait = 30 * time.Second
 // world is one test's running system: Sandbox controller, extension
 // controllers and kubelet against the shared apiserver, and a namespace.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	c      client.Client
 	ns     string
 	writes *exttest.WriteCounter

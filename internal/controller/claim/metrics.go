@@ -32,6 +32,9 @@ type claimState struct {
 	// consulted before the cache, so a pass working from a cache that has
 	// not seen our own adoption or create yet cannot bind a second Sandbox.
 	binding *binding
+	// delivered records the late-bound env delivery sandboxd confirmed
+	// (see latebind.go), so later passes do not deliver again.
+	delivered string
 	// written is the status this process last persisted, over the claim
 	// version writtenOver. A pass that still sees writtenOver in the cache
 	// is working from a claim our write already replaced; if it computes

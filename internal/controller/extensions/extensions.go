@@ -69,6 +69,9 @@ type Options struct {
 	// /etc/sandbox-config/allowed-label-domains (claim.ReadAllowedLabelDomains);
 	// empty means sandbox.users.io.
 	AllowedLabelDomains []string
+	// LateBinding delivers claim env to warm Sandboxes
+	// (--late-binding-key-file); a nil Signer keeps env claims cold.
+	LateBinding claim.LateBinding
 }
 
 // Setup registers the field indexes and the three extension controllers
@@ -107,6 +110,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		ReferenceCompatibleWrites:       opts.ReferenceCompatibleWrites,
 		AllowedLabelDomains:             opts.AllowedLabelDomains,
 		Vetted:                          vetted,
+		LateBinding:                     opts.LateBinding,
 	})
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the SandboxClaim controller: %w", err)

@@ -152,7 +152,7 @@ func (s *server) run(r *http.Request, command string, timeout ExecTimeout) (exec
 	res, err := procexec.Run(r.Context(), procexec.Spec{
 		Argv:       argv,
 		Dir:        s.cfg.Root.Dir(),
-		Env:        s.cfg.Env,
+		Env:        s.env(),
 		Timeout:    timeout.D,
 		MaxOutput:  s.cfg.MaxOutput,
 		DrainGrace: s.cfg.DrainGrace,
@@ -199,4 +199,12 @@ func textMode(b []byte) string {
 		return s
 	}
 	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
+}
+
+// env is the environment of a command started now.
+func (s *server) env() []string {
+	if s.cfg.Environ != nil {
+		return s.cfg.Environ()
+	}
+	return s.cfg.Env
 }

@@ -39,6 +39,9 @@ type Config struct {
 	DrainGrace time.Duration
 	// Env is the environment of commands; nil inherits the daemon's.
 	Env []string
+	// Environ, when set, is called for every command and wins over Env:
+	// it carries env late-bound after the daemon started.
+	Environ func() []string
 	// Logger receives one record per failed request; nil discards.
 	Logger *slog.Logger
 }

@@ -53,6 +53,9 @@ type Config struct {
 	// response then sets stdout_truncated/stderr_truncated. Zero means no
 	// cap (only the RPC deadline and message size limits bound it).
 	MaxOutput int
+	// Environ, when set, is the base environment of every process (the
+	// daemon's plus late-bound env); nil means the daemon's own.
+	Environ func() []string
 	// Logger receives lifecycle records; nil discards.
 	Logger *slog.Logger
 }
@@ -102,6 +105,9 @@ func (s *Service) command(c *processv1.ProcessConfig) (*exec.Cmd, error) {
 	// Request variables come last so they override the daemon's; sorted
 	// for a deterministic environment.
 	env := os.Environ()
+	if s.cfg.Environ != nil {
+		env = s.cfg.Environ()
+	}
 	for _, k := range slices.Sorted(maps.Keys(c.GetEnvVars())) {
 		env = append(env, k+"="+c.GetEnvVars()[k])
 	}

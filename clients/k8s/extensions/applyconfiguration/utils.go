@@ -20,6 +20,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=extensions.agents.x-k8s.io, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithKind("EnvVar"):
 		return &extensionsv1beta1.EnvVarApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("EnvVarSource"):
+		return &extensionsv1beta1.EnvVarSourceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Lifecycle"):
 		return &extensionsv1beta1.LifecycleApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("NetworkPolicySpec"):
@@ -46,6 +48,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &extensionsv1beta1.SandboxWarmPoolStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("SandboxWarmPoolUpdateStrategy"):
 		return &extensionsv1beta1.SandboxWarmPoolUpdateStrategyApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("SecretKeySelector"):
+		return &extensionsv1beta1.SecretKeySelectorApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("WarmPoolRef"):
 		return &extensionsv1beta1.WarmPoolRefApplyConfiguration{}
 

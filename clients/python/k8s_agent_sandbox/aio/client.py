@@ -108,6 +108,7 @@ class AsyncSandboxClient:
         volume_claim_templates: Sequence[Mapping[str, Any]] | None = None,
         pod_labels: Mapping[str, str] | None = None,
         pod_annotations: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> AsyncSandbox:
         """Claim a sandbox from ``warmpool`` and wait until Ready (see :meth:`SandboxClient.create_sandbox`).
 
@@ -124,6 +125,7 @@ class AsyncSandboxClient:
             pod_labels=pod_labels,
             pod_annotations=pod_annotations,
             trace_context=self.tracer.trace_context_annotation(),
+            env=env,
         )
         created = await self.k8s_helper.create_sandbox_claim(namespace, manifest)
         try:

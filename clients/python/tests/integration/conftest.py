@@ -71,7 +71,8 @@ def devstack() -> Iterator[Devstack]:
     workdir = tempfile.mkdtemp(prefix="pysdk-devstack-")
     log_path = os.path.join(workdir, "devstack.log")
     proc = subprocess.Popen(
-        [*_command(workdir), "--log-file", log_path],
+        # --late-binding: claims with env stay warm (env delivered to sandboxd).
+        [*_command(workdir), "--log-file", log_path, "--late-binding"],
         cwd=REPO_ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

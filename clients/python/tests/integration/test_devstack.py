@@ -200,3 +200,13 @@ def test_no_kubectl_left_behind(kubeconfig_env: Devstack) -> None:
     assert proc is not None and proc.poll() is None
     sandbox.terminate()
     assert proc.poll() is not None
+
+
+def test_env_claim_is_served_warm_and_sees_its_env(client: SandboxClient, kubeconfig_env: Devstack) -> None:
+    """create_sandbox(env=...) adopts a warm pool member; the first command sees the env."""
+    sandbox = client.create_sandbox(kubeconfig_env.warmpool, namespace=kubeconfig_env.namespace, env={"GREETING": "late-bound"})
+    try:
+        assert sandbox.sandbox_id != sandbox.claim_name, "the env claim got a cold sandbox"
+        assert sandbox.commands.run("printenv GREETING").stdout == "late-bound\n"
+    finally:
+        sandbox.terminate()

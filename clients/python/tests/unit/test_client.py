@@ -94,6 +94,16 @@ def test_manifest_options(fake_api: FakeAPIServer) -> None:
     assert spec["additionalPodMetadata"] == {"labels": {"tier": "agent"}, "annotations": {"example.com/note": "free text, any value"}}
 
 
+def test_create_sandbox_passes_env_through_the_claim(fake_api: FakeAPIServer) -> None:
+    fake_api.on_create = ready_claim
+    client = make_client()
+    sandbox = client.create_sandbox("pool", namespace="team-a", env={"API_KEY": "k", "MODE": "fast"})
+    claim = fake_api.get("sandboxclaims", "team-a", sandbox.claim_name)
+    assert claim["spec"]["env"] == [{"name": "API_KEY", "value": "k"}, {"name": "MODE", "value": "fast"}]
+    with pytest.raises(ValueError, match="not a valid environment variable name"):
+        client.create_sandbox("pool", namespace="team-a", env={"A=B": "x"})
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

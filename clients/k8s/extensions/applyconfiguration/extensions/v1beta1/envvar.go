@@ -16,6 +16,14 @@ type EnvVarApplyConfiguration struct {
 	// ContainerName is the target container; empty means the first regular
 	// container.
 	ContainerName *string `json:"containerName,omitempty"`
+	// ValueFrom takes the value from a key of a Secret in the claim's
+	// namespace instead of Value (which must then be empty). The Secret
+	// must opt in with the annotation
+	// extensions.agents.x-k8s.io/claim-env-allowed: "true". The controller
+	// resolves it when it delivers late-bound env (the value is never
+	// written into the Sandbox, the Pod or any status); a cold Sandbox gets
+	// a secretKeyRef in its Pod spec. An extension of this project.
+	ValueFrom *EnvVarSourceApplyConfiguration `json:"valueFrom,omitempty"`
 }
 
 // EnvVarApplyConfiguration constructs a declarative configuration of the EnvVar type for use with
@@ -45,5 +53,13 @@ func (b *EnvVarApplyConfiguration) WithValue(value string) *EnvVarApplyConfigura
 // If called multiple times, the ContainerName field is set to the value of the last call.
 func (b *EnvVarApplyConfiguration) WithContainerName(value string) *EnvVarApplyConfiguration {
 	b.ContainerName = &value
+	return b
+}
+
+// WithValueFrom sets the ValueFrom field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ValueFrom field is set to the value of the last call.
+func (b *EnvVarApplyConfiguration) WithValueFrom(value *EnvVarSourceApplyConfiguration) *EnvVarApplyConfiguration {
+	b.ValueFrom = value
 	return b
 }
