@@ -57,6 +57,15 @@ build:
 .PHONY: test
 test: deps verify test-integration test-python test-typescript test-conformance test-e2e
 
+## test-unit: the fast tier: every test that needs no apiserver, kubelet or
+## image build (`go test -short`; the rest skip naming the target that runs
+## them). No deps: it works on a fresh checkout.
+.PHONY: test-unit
+test-unit:
+	$(GO) test -short -count=1 -vet=off $$($(GO) list ./... | grep -v -e /test/)
+
+## test-integration: every Go test outside test/e2e and test/conformance,
+## without -short: real kube-apiserver + etcd, devstack, image builds.
 .PHONY: test-integration
 test-integration: deps-test
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /test/e2e -e /test/conformance)

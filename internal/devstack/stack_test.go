@@ -21,10 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // One stack for the package: it takes seconds to start.
 func TestStack(t *testing.T) {
+	testenv.SkipShortNeeds(t, "the devstack (apiserver, controller, router, sandboxd)")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var log io.Writer

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest/harness"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 var defaultOpts = extensions.Options{EnableWarmPoolEviction: true}
@@ -240,6 +242,7 @@ func TestRaceBurstWithControllerRestart(t *testing.T) {
 // start while the pool holds a Ready sandbox, even when the claims arrive
 // all at once and contend for the same candidates.
 func TestRaceNeverColdWhileReadyInPool(t *testing.T) {
+	testenv.SkipShort(t)
 	const n = 100
 	exttest.StartKubelet(t, env, nil, nil)
 	harness.StartManager(t, env, harness.ManagerOptions{Extensions: defaultOpts})

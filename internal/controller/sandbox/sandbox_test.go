@@ -17,11 +17,14 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 
 func TestSimpleSandboxBecomesReadyWithService(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "my-sandbox").service(true).
 		podLabels("app", "demo").podAnnotations("note", "hi").
@@ -83,6 +86,7 @@ func TestSimpleSandboxBecomesReadyWithService(t *testing.T) {
 }
 
 func TestMinimalSandboxReadyWithoutService(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "minimal").create(t)
 	got := waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -110,6 +114,7 @@ func TestNotReadyPodReportsDependenciesNotReady(t *testing.T) {
 }
 
 func TestSuspendResumeKeepsServiceAndVolumes(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "sr").service(true).vct("data").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -180,6 +185,7 @@ func setMode(t *testing.T, ns, name string, mode sandboxv1beta1.OperatingMode) {
 }
 
 func TestCreatedSuspendedMakesServiceAndPVCButNoPod(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "cold").service(true).vct("ws").suspended().create(t)
 	waitCondition(t, ns, sb.Name, "Suspended", metav1.ConditionTrue, sandboxv1beta1.ReasonPodTerminated)
@@ -196,6 +202,7 @@ func TestCreatedSuspendedMakesServiceAndPVCButNoPod(t *testing.T) {
 }
 
 func TestPodDeletedExternallyIsRecreated(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "phoenix").create(t)
 	got := waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -220,6 +227,7 @@ func TestPodDeletedExternallyIsRecreated(t *testing.T) {
 }
 
 func TestVolumeClaimTemplatesCreatePVCs(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "vol").vct("data").create(t)
 	got := waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -240,6 +248,7 @@ func TestVolumeClaimTemplatesCreatePVCs(t *testing.T) {
 }
 
 func TestExpiryRetainTearsDownAndKeepsSandbox(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "expiring").service(true).vct("data").
 		shutdownAt(time.Now().Add(3*time.Second), sandboxv1beta1.ShutdownPolicyRetain).create(t)
@@ -281,6 +290,7 @@ func TestExpiryDeleteRemovesEverything(t *testing.T) {
 }
 
 func TestDeletingSandboxLeavesNothingBehind(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "bye").service(true).vct("data").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -300,6 +310,7 @@ func TestDeletingSandboxLeavesNothingBehind(t *testing.T) {
 // Security: a tenant must not be able to put another Sandbox's identity
 // label (the Service selector) or any system key onto its Pod.
 func TestSystemLabelsInTemplateAreNotPropagated(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	victim := makeSandbox(ns, "victim").service(true).create(t)
 	waitCondition(t, ns, victim.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -341,6 +352,7 @@ func TestSystemLabelsInTemplateAreNotPropagated(t *testing.T) {
 // A stale system key an older controller propagated is scrubbed, template
 // edits reach the live Pod, and keys added by others stay.
 func TestPodMetadataFollowsTemplate(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "meta").podLabels("a", "1", "b", "2").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -371,6 +383,7 @@ func TestPodMetadataFollowsTemplate(t *testing.T) {
 
 // Security: Pods, Services and PVCs that are not ours are never taken over.
 func TestForeignChildrenAreNeverAdopted(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-owner"}}
 	if err := k8s.Create(ctxT(t), owner); err != nil {
@@ -461,6 +474,7 @@ func equalRefs(a, b []metav1.OwnerReference) bool {
 
 // Security: two Pods controlled by one Sandbox make it fail closed.
 func TestMultipleOwnedPodsFailClosed(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "twins").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -523,6 +537,7 @@ func TestRejectedPodTemplateBacksOff(t *testing.T) {
 
 // Race: flipping operatingMode from many writers never leaves two Pods.
 func TestConcurrentOperatingModeFlipsNeverMakeTwoPods(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "flippy").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -595,6 +610,7 @@ func TestConcurrentOperatingModeFlipsNeverMakeTwoPods(t *testing.T) {
 // Race: deleting Sandboxes while their Pods are being created leaves no
 // orphan Pod once garbage collection has run.
 func TestDeletionDuringPodCreationLeavesNoOrphans(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	const n = 30
 	for i := 0; i < n; i++ {
@@ -643,6 +659,7 @@ func TestCreatePathWriteBudget(t *testing.T) {
 
 // Keep the condition list from growing on repeated passes.
 func TestConditionsDoNotAccumulate(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "steady").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)

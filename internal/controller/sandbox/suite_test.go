@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +39,12 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
+	// Under -short (make test-unit) nothing starts: the pure-logic tests run
+	// and the rest skip in newNamespace.
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	var err error
 	env, err = testenv.Start()
@@ -102,6 +109,7 @@ var nsCounter atomic.Int64
 // newNamespace gives each test its own namespace.
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t)
 	name := fmt.Sprintf("t%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := k8s.Create(context.Background(), ns); err != nil {
