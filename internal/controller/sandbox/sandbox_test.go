@@ -526,12 +526,29 @@ func TestRejectedPodTemplateBacksOff(t *testing.T) {
 		}
 		return false, nil
 	})
-	before := reconciles.Load()
-	time.Sleep(4 * time.Second)
-	// All other tests run in parallel packages only, so the count is ours
-	// plus at most a few from other sandboxes still settling.
-	if n := reconciles.Load() - before; n > 25 {
-		t.Errorf("%d reconciles in 4s: failures must back off exponentially", n)
+	// A failing Sandbox is retried with exponential backoff (5 ms doubling
+	// per failure in controller-runtime's default limiter): wait for eight
+	// failed passes and check that the last gap is far longer than a hot
+	// loop's (which would be a few milliseconds).
+	key := types.NamespacedName{Namespace: ns, Name: sb.Name}
+	var failed []pass
+	eventually(t, 30*time.Second, "eight failed passes", func() (bool, error) {
+		failed = failed[:0]
+		for _, p := range passesOf(key) {
+			if p.failed {
+				failed = append(failed, p)
+			}
+		}
+		return len(failed) >= 8, fmt.Errorf("%d failed passes", len(failed))
+	})
+	gaps := make([]time.Duration, 0, len(failed)-1)
+	for i := 1; i < len(failed); i++ {
+		gaps = append(gaps, failed[i].start.Sub(failed[i-1].start))
+	}
+	// The eighth failure waits 5ms*2^6 = 320ms; 100ms leaves room for
+	// watch-triggered passes that land between the backed-off ones.
+	if last := gaps[len(gaps)-1]; last < 100*time.Millisecond {
+		t.Errorf("gaps between failed passes %v: failures must back off exponentially", gaps)
 	}
 }
 
@@ -632,23 +649,24 @@ func TestDeletionDuringPodCreationLeavesNoOrphans(t *testing.T) {
 // not-ready status and the Ready status.
 func TestCreatePathWriteBudget(t *testing.T) {
 	ns := newNamespace(t)
-	time.Sleep(500 * time.Millisecond) // let other tests' passes drain
 	const n = 10
-	before := writes.Snapshot()
+	// Only writes in this test's namespace are counted, so other tests'
+	// passes still in flight cannot be charged to it.
 	for i := 0; i < n; i++ {
 		makeSandbox(ns, fmt.Sprintf("budget-%d", i)).create(t)
 	}
 	for i := 0; i < n; i++ {
-		waitCondition(t, ns, fmt.Sprintf("budget-%d", i), "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+		name := fmt.Sprintf("budget-%d", i)
+		waitCondition(t, ns, name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+		// Writes that trail Ready (none are expected) land before the count.
+		waitSettled(t, ns, name)
 	}
-	time.Sleep(500 * time.Millisecond)
-	after := writes.Snapshot()
 	total := 0
 	diff := map[string]int{}
-	for k, v := range after {
-		if d := v - before[k]; d > 0 {
-			diff[k] = d
-			total += d
+	for _, w := range writes.Writes() {
+		if w.Namespace == ns {
+			diff[w.Verb+" "+w.Resource]++
+			total++
 		}
 	}
 	t.Logf("writes for %d sandboxes: %d %v", n, total, diff)
@@ -663,14 +681,28 @@ func TestConditionsDoNotAccumulate(t *testing.T) {
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "steady").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
-	// Touch labels a few times to force passes.
+	// Touch labels a few times to force passes, then wait for a finished
+	// pass that saw the last touch: without one the check below would be
+	// vacuous.
+	key := types.NamespacedName{Namespace: ns, Name: sb.Name}
+	var touched int64
 	for i := 0; i < 5; i++ {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"touch":"%d"}}}`, i)
-		if err := k8s.Patch(ctxT(t), getSandbox(t, ns, sb.Name), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		obj := getSandbox(t, ns, sb.Name)
+		if err := k8s.Patch(ctxT(t), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
+		touched = mustRV(obj.ResourceVersion)
 	}
-	time.Sleep(time.Second)
+	eventually(t, 30*time.Second, "a pass that saw the last touch", func() (bool, error) {
+		for _, p := range passesOf(key) {
+			if p.sawRV >= touched {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	waitSettled(t, ns, sb.Name)
 	if got := getSandbox(t, ns, sb.Name); len(got.Status.Conditions) != 3 {
 		t.Errorf("conditions = %+v", got.Status.Conditions)
 	}
