@@ -39,14 +39,44 @@ generate:
 	{ cat examples/python-runtime/sandboxtemplate.yaml; echo ---; cat examples/python-runtime/sandboxwarmpool.yaml; } \
 		> internal/platform/manifests/default-pool.yaml
 
-## verify: generated files are fresh, gofmt and go vet are clean, the TypeScript SDK lints.
+## verify: generated files (CRDs, RBAC, clients, protos) are fresh and
+## committed, every go.mod is tidy, gofmt and go vet are clean, the
+## TypeScript SDK lints. `make lint` (golangci-lint with the Kubernetes API
+## linter, ruff, mypy --strict) is not part of it yet: see README status.
 .PHONY: verify
-verify: generate
+verify: generate proto tidy
+	@git diff --exit-code -- api/proto || { echo "generated protos are stale: run 'make proto' and commit"; exit 1; }
 	@git diff --exit-code -- api clients/k8s k8s/crd k8s/rbac charts/agent-sandbox/crds charts/agent-sandbox/files internal/platform/manifests || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 	@out="$$(git status --porcelain --untracked-files=all -- clients/k8s k8s/crd k8s/rbac charts/agent-sandbox/crds internal/platform/manifests)"; if [ -n "$$out" ]; then echo "generated files not committed:"; echo "$$out"; exit 1; fi
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	clients/typescript/run-tests.sh lint
+	@out="$$(git status --porcelain --untracked-files=all)"; if [ -n "$$out" ]; then echo "the tree is not clean after generation (commit or ignore these):"; echo "$$out"; exit 1; fi
+
+## tidy: `go mod tidy -diff` for every go.mod in the repository (the product
+## module and each pinned tool module under hack/ and test/).
+.PHONY: tidy
+tidy:
+	@rc=0; for mod in $$(git ls-files '*go.mod'); do dir=$$(dirname $$mod); \
+		( cd $$dir && GOFLAGS=-mod=mod $(GO) mod tidy -diff ) || { echo "$$mod is not tidy: run 'go mod tidy' in $$dir"; rc=1; }; \
+	done; exit $$rc
+
+GOLANGCI_LINT = $(shell hack/golangci/build.sh --print)
+
+## lint: golangci-lint (.golangci.yml, with kube-api-linter on api/) and the
+## Python SDK's ruff and mypy --strict. Builds golangci-lint once (pinned in
+## hack/golangci/go.mod, cached under ~/.cache/agent-sandbox/bin).
+.PHONY: lint
+lint: lint-go lint-python
+
+.PHONY: lint-go
+lint-go:
+	hack/golangci/build.sh >/dev/null
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: lint-python
+lint-python:
+	clients/python/run-tests.sh --lint
 
 .PHONY: build
 build:
@@ -57,6 +87,15 @@ build:
 .PHONY: test
 test: deps verify test-integration test-python test-typescript test-conformance test-e2e
 
+## test-unit: the fast tier: every test that needs no apiserver, kubelet or
+## image build (`go test -short`; the rest skip naming the target that runs
+## them). No deps: it works on a fresh checkout.
+.PHONY: test-unit
+test-unit:
+	$(GO) test -short -count=1 -vet=off $$($(GO) list ./... | grep -v -e /test/)
+
+## test-integration: every Go test outside test/e2e and test/conformance,
+## without -short: real kube-apiserver + etcd, devstack, image builds.
 .PHONY: test-integration
 test-integration: deps-test
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /test/e2e -e /test/conformance)

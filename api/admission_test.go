@@ -109,6 +109,7 @@ func namespace(t testing.TB, name string, labels map[string]string) {
 // init containers and ephemeral containers and for both kinds that carry a
 // pod template; benign specs, the examples and exempt namespaces pass.
 func TestPodSecurityPolicy(t *testing.T) {
+	testenv.SkipShort(t)
 	namespace(t, "vap", nil)
 	namespace(t, "vap-exempt", map[string]string{exemptLabel: "true"})
 	namespace(t, "vap-not-exempt", map[string]string{exemptLabel: "false"})

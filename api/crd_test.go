@@ -29,6 +29,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 func ctx(t testing.TB) context.Context {
+	testenv.SkipShort(t)
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
@@ -71,6 +72,7 @@ const minimalPod = `
         image: busybox`
 
 func TestCRDsInstalled(t *testing.T) {
+	testenv.SkipShort(t)
 	names := []string{
 		"sandboxes.agents.x-k8s.io",
 		"sandboxtemplates.extensions.agents.x-k8s.io",
@@ -95,6 +97,7 @@ func TestCRDsInstalled(t *testing.T) {
 }
 
 func TestShortNames(t *testing.T) {
+	testenv.SkipShort(t)
 	want := map[string]string{
 		"sandboxes.agents.x-k8s.io":                   "sandbox",
 		"sandboxtemplates.extensions.agents.x-k8s.io": "sandboxtemplate",
@@ -113,6 +116,7 @@ func TestShortNames(t *testing.T) {
 }
 
 func TestServerDefaults(t *testing.T) {
+	testenv.SkipShort(t)
 	c := ctx(t)
 	sb := obj(t, `
 apiVersion: agents.x-k8s.io/v1beta1
@@ -201,6 +205,7 @@ spec:
 }
 
 func TestInvalidObjectsRejected(t *testing.T) {
+	testenv.SkipShort(t)
 	cases := []struct {
 		name     string
 		manifest string
@@ -473,6 +478,7 @@ spec:
 // are DNS-1123 labels too (KEP-5311, RelaxedServiceNameValidation GA), so
 // such a Sandbox gets its Service, which this test creates to prove it.
 func TestRoutableNamesAccepted(t *testing.T) {
+	testenv.SkipShort(t)
 	c := ctx(t)
 	long := strings.Repeat("x", 62) + "9"
 	for _, m := range []string{`
@@ -538,6 +544,7 @@ spec:
 }
 
 func TestSandboxVolumeClaimTemplatesImmutable(t *testing.T) {
+	testenv.SkipShort(t)
 	c := ctx(t)
 	const vct = `
   volumeClaimTemplates:
@@ -611,6 +618,7 @@ spec:
 }
 
 func TestPrinterColumnsAndScale(t *testing.T) {
+	testenv.SkipShort(t)
 	c := ctx(t)
 	sb := obj(t, `
 apiVersion: agents.x-k8s.io/v1beta1
@@ -708,6 +716,7 @@ func assertColumns(t *testing.T, out string, header, values []string) {
 }
 
 func TestExamplesApply(t *testing.T) {
+	testenv.SkipShort(t)
 	root := filepath.Join(testenv.RepoRoot(), "examples")
 	files, err := filepath.Glob(filepath.Join(root, "*", "*.yaml"))
 	if err != nil || len(files) == 0 {

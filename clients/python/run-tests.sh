@@ -19,6 +19,17 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$here[async,grpc,test]"
 
+# --lint: ruff and mypy --strict on the package instead of the tests. The
+# linters are pinned here (not in the package's extras: users never need them).
+if [[ "${1:-}" == "--lint" ]]; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check ruff==0.17.6 mypy==2.4.1
+  cd "$here"
+  rc=0
+  "$venv/bin/ruff" check k8s_agent_sandbox || rc=1
+  "$venv/bin/mypy" --strict k8s_agent_sandbox || rc=1
+  exit $rc
+fi
+
 # The installed distribution (not just the source tree) must import.
 (cd / && "$venv/bin/python" -c 'import k8s_agent_sandbox as m, sys; assert "site-packages" in m.__file__, m.__file__; print("installed:", m.__file__)')
 

@@ -42,6 +42,7 @@ func freePort(t *testing.T) int {
 // chains to that CA. The manager keeps running until the test binary exits
 // (run() owns the process's signal handler).
 func TestControllerServesConversionWebhook(t *testing.T) {
+	testenv.SkipShort(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -139,7 +139,7 @@ func run() error {
 		return fmt.Errorf("stdin: %w", err)
 	}
 	if code, err := p.Wait(); err != nil || code != 0 {
-		return fmt.Errorf("streamed process: exit %d: %v", code, err)
+		return fmt.Errorf("streamed process: exit %d: %w", code, err)
 	}
 
 	// And stop one that would run for ten minutes.

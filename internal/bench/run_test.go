@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/bench"
 	"sigs.k8s.io/agent-sandbox/internal/cli"
 	"sigs.k8s.io/agent-sandbox/internal/devstack"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // TestRunAgainstIntegrationStack runs the harness against the integration
@@ -17,6 +19,7 @@ import (
 // sandboxd processes standing in for pods. It checks what the harness
 // reports, not how fast the stack is.
 func TestRunAgainstIntegrationStack(t *testing.T) {
+	testenv.SkipShortNeeds(t, "the devstack (apiserver, controller, router, sandboxd)")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	st, err := devstack.Start(ctx, devstack.Options{WarmPoolReplicas: 2})

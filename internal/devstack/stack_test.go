@@ -23,10 +23,13 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // One stack for the package: it takes seconds to start.
 func TestStack(t *testing.T) {
+	testenv.SkipShortNeeds(t, "the devstack (apiserver, controller, router, sandboxd)")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var log io.Writer

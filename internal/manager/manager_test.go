@@ -42,6 +42,7 @@ func status(t *testing.T, url string) int {
 // say: none by default, the CPU profile with --enable-pprof, everything
 // with --enable-pprof-debug.
 func TestPProfEndpointsFollowFlags(t *testing.T) {
+	testenv.SkipShort(t)
 	cases := []struct {
 		name  string
 		pprof PProf

@@ -3,6 +3,7 @@ package migrate
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -21,12 +22,18 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 	"sigs.k8s.io/agent-sandbox/internal/webhook/webhooktest"
 )
 
 var env *webhooktest.Env
 
 func TestMain(m *testing.M) {
+	// Under -short (make test-unit) nothing starts; the tests skip in testCtx.
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	e, err := webhooktest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -39,6 +46,7 @@ func TestMain(m *testing.M) {
 }
 
 func testCtx(t *testing.T) context.Context {
+	testenv.SkipShort(t)
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -137,9 +138,47 @@ func (e *Env) Stop() error {
 	return e.env.Stop()
 }
 
+// IntegrationTarget is the make target that runs the tests SkipShort skips.
+const IntegrationTarget = "make test-integration"
+
+// SkipShort skips a test that needs the apiserver when `go test -short` runs
+// (the `make test-unit` tier), naming the target that does run it. Packages
+// whose TestMain uses Main call it from their fixtures: under -short Main
+// starts nothing, so a test that reaches the apiserver without it would
+// dereference a nil Env.
+func SkipShort(t testing.TB) { SkipShortNeeds(t, "a kube-apiserver and etcd") }
+
+// SkipShortNeeds is SkipShort for a test that needs more than the apiserver
+// (a devstack, a built image); needs says what, for the skip message.
+func SkipShortNeeds(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: skipped under -short, run by `%s`", needs, IntegrationTarget)
+	}
+}
+
+// ExitIfShort ends a test binary under -short before its TestMain starts
+// anything, for packages where every test needs the stack (the e2e cluster,
+// the devstack, an installed chart). Call it first in TestMain.
+// target is the make target that runs them.
+func ExitIfShort(needs, target string) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Printf("skipping every test: they need %s; skipped under -short, run by `%s`\n", needs, target)
+		os.Exit(0)
+	}
+}
+
 // Main runs a test package's tests against one shared apiserver: use it from
-// TestMain. It exits non-zero when the apiserver cannot start.
+// TestMain. It exits non-zero when the apiserver cannot start. Under -short it
+// starts nothing and leaves *env nil, so the package's pure-logic tests still
+// run in the fast tier while the rest skip through SkipShort.
 func Main(m *testing.M, env **Env) {
+	// testing.Short reads the parsed flags; m.Run would parse them too late.
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)

@@ -17,7 +17,9 @@ type Write struct {
 	Verb     string // create, update, patch, delete
 	Resource string // e.g. sandboxes, sandboxes/status, pods/binding
 	Name     string // object name ("" for collection creates)
-	Code     int    // HTTP status (0 when the request failed in transport)
+	// Namespace is the request's namespace ("" for cluster-scoped objects).
+	Namespace string
+	Code      int // HTTP status (0 when the request failed in transport)
 	// Took is the round trip: from sending the request to its response.
 	Took time.Duration
 }
@@ -72,9 +74,20 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	res, name := parsePath(req.URL.Path)
 	t.c.mu.Lock()
-	t.c.writes = append(t.c.writes, Write{At: at, Verb: verb, Resource: res, Name: name, Code: code, Took: time.Since(at)})
+	t.c.writes = append(t.c.writes, Write{At: at, Verb: verb, Resource: res, Name: name, Namespace: namespaceOf(req.URL.Path), Code: code, Took: time.Since(at)})
 	t.c.mu.Unlock()
 	return resp, err
+}
+
+// namespaceOf returns the namespace segment of an API path, or "".
+func namespaceOf(p string) string {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	for i := 0; i+1 < len(parts); i++ {
+		if parts[i] == "namespaces" && i+2 < len(parts) {
+			return parts[i+1]
+		}
+	}
+	return ""
 }
 
 // parsePath extracts resource[/subresource] and name from an API path:

@@ -28,3 +28,18 @@ func TestSummary(t *testing.T) {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
 }
+
+func TestNamespaceOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"/api/v1/namespaces/default/pods":                                 "default",
+		"/api/v1/namespaces/default/pods/p1/status":                       "default",
+		"/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/s1/status": "ns",
+		"/api/v1/namespaces/foo":                                          "", // the Namespace object itself
+		"/api/v1/namespaces":                                              "",
+		"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x":       "",
+	} {
+		if got := namespaceOf(in); got != want {
+			t.Errorf("namespaceOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -15,10 +15,13 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 func directClient(t *testing.T) *http.Client {
 	t.Helper()
+	testenv.SkipShort(t)
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(servingCA) {
 		t.Fatal("no serving CA")
@@ -77,6 +80,7 @@ func TestConvertEndpointUnauthenticatedCaller(t *testing.T) {
 // Service: it is never served; the manager issues a certificate for the
 // webhook Service from the Secret's CA instead.
 func TestCertManagerReplacesForeignServingCert(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	now := time.Now()
 	ca, err := newCA(now, DefaultValidity)

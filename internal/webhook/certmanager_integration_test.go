@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 const (
@@ -223,6 +225,7 @@ func TestCertManagerRenewsBeforeExpiry(t *testing.T) {
 // expiry under a long-lived CA is renewed without touching the CA or the
 // CRD bundle.
 func TestCertManagerServingRenewalKeepsCA(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	now := time.Now()
 	ca, err := newCA(now, 100*time.Hour)
@@ -254,6 +257,7 @@ func TestCertManagerServingRenewalKeepsCA(t *testing.T) {
 // TestCertManagerInvalidPEM: a Secret whose PEM does not decode is an error
 // and is left as it is (nothing the operator put there is lost).
 func TestCertManagerInvalidPEM(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: DefaultSecretName},
 		Data: map[string][]byte{KeyCACert: []byte("garbage"), KeyServeCert: []byte("garbage"), KeyServeKey: []byte("garbage")}}
@@ -275,6 +279,7 @@ func TestCertManagerInvalidPEM(t *testing.T) {
 // TestCertManagerReferenceSecret: a Secret written by the reference
 // implementation (no ca.key) is used as it is while valid.
 func TestCertManagerReferenceSecret(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	now := time.Now()
 	ca, err := newCA(now, DefaultValidity)
@@ -331,6 +336,7 @@ func TestCertManagerReplicasRace(t *testing.T) {
 // TestCertManagerLoopRestoresCABundle: a CRD re-applied without its
 // caBundle (the periodic check runs every CheckInterval) is patched again.
 func TestCertManagerLoopRestoresCABundle(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	m := newCertManager(t, ns, nil)
 	m.CheckInterval = 100 * time.Millisecond

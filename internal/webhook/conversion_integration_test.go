@@ -18,10 +18,13 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "conv-"}}
 	if err := k8s.Create(testCtx(t), ns); err != nil {
 		t.Fatalf("creating namespace: %v", err)
@@ -36,6 +39,7 @@ func podTemplate() sandboxv1beta1.PodTemplate {
 // TestConversionSandboxThroughAPIServer writes v1alpha1, reads v1beta1 and
 // back, through the real apiserver calling the webhook.
 func TestConversionSandboxThroughAPIServer(t *testing.T) {
+	testenv.SkipShort(t)
 	ctx := testCtx(t)
 	ns := newNamespace(t)
 	alpha := &sandboxv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "sb", Namespace: ns}}
@@ -74,6 +78,7 @@ func TestConversionSandboxThroughAPIServer(t *testing.T) {
 // TestConversionClaimThroughAPIServer: "warmpool: none" is stored as the
 // shadow pool and read back as none; a specific pool maps to warmPoolRef.
 func TestConversionClaimThroughAPIServer(t *testing.T) {
+	testenv.SkipShort(t)
 	ctx := testCtx(t)
 	ns := newNamespace(t)
 	for _, tc := range []struct{ name, warmpool, wantRef string }{
@@ -110,6 +115,7 @@ func TestConversionClaimThroughAPIServer(t *testing.T) {
 // TestConversionTemplateAndPoolThroughAPIServer: a v1beta1-only field
 // survives a v1alpha1 read-modify-write; the pool's replicas map.
 func TestConversionTemplateAndPoolThroughAPIServer(t *testing.T) {
+	testenv.SkipShort(t)
 	ctx := testCtx(t)
 	ns := newNamespace(t)
 	tmpl := &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tmpl", Namespace: ns}}
@@ -155,6 +161,7 @@ func TestConversionTemplateAndPoolThroughAPIServer(t *testing.T) {
 // unparsable v1alpha1 state annotation on its v1beta1 claim. Listing claims
 // as v1alpha1 (one bad object would fail the whole list) must keep working.
 func TestConversionGarbageStateAnnotation(t *testing.T) {
+	testenv.SkipShort(t)
 	ctx := testCtx(t)
 	ns := newNamespace(t)
 	for i, ann := range []map[string]string{
@@ -185,6 +192,7 @@ func TestConversionGarbageStateAnnotation(t *testing.T) {
 // controller runs with --enable-webhook=false), v1beta1 clients keep
 // working; only v1alpha1 requests fail, with the apiserver's error.
 func TestV1beta1WorksWithoutWebhook(t *testing.T) {
+	testenv.SkipShort(t)
 	ctx := testCtx(t)
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := k8s.Get(ctx, types.NamespacedName{Name: "sandboxes.agents.x-k8s.io"}, crd); err != nil {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,6 +45,12 @@ func run(m *testing.M) int {
 	if scheme, err = manager.NewScheme(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	// Under -short (make test-unit) nothing starts; the tests that need the
+	// apiserver skip in testCtx or newNamespace.
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
 	}
 	assets := testenv.AssetsDir()
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
@@ -146,6 +153,7 @@ func createTestCRDs(path string) error {
 }
 
 func testCtx(t *testing.T) context.Context {
+	testenv.SkipShort(t)
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c

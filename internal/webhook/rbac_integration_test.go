@@ -48,6 +48,7 @@ func applyManifest(t *testing.T, path string, obj func(kind string) client.Objec
 // and the generated ClusterRole), it manages its own certificate Secret but
 // can read no other Secret, list none, and patch no CRD but its four.
 func TestControllerRBACLimitsSecrets(t *testing.T) {
+	testenv.SkipShort(t)
 	const ns = "agent-sandbox-system"
 	ctx := testCtx(t)
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {

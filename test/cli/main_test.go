@@ -39,6 +39,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("the devstack", "make test-integration")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "agent-sandbox-cli-test-*")
 	if err != nil {
@@ -73,6 +74,7 @@ func TestMain(m *testing.M) {
 // sharedStack starts the devstack on first use.
 func sharedStack(t *testing.T) *devstack.Stack {
 	t.Helper()
+	testenv.SkipShortNeeds(t, "the devstack (apiserver, controller, router, sandboxd)")
 	stackOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()

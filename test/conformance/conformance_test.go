@@ -65,6 +65,7 @@ func raw(s string) json.RawMessage { return json.RawMessage(s) }
 var stack *devstack.Stack
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("the devstack and the three SDKs", "make test-conformance")
 	ctrllog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	var err error

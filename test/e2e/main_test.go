@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/images"
 	"sigs.k8s.io/agent-sandbox/internal/localcluster"
 	"sigs.k8s.io/agent-sandbox/internal/platform"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // busyboxImage is a test image made from Debian's busybox-static: a shell,
@@ -38,6 +40,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort("the local cluster (kubelet, containerd, gVisor; root)", "make test-e2e")
 	// Tests talk to the cluster through controller-runtime clients; their
 	// own logging stays off (errors reach the tests as return values).
 	ctrllog.SetLogger(logr.Discard())

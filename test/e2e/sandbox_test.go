@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -23,25 +24,29 @@ import (
 )
 
 var (
-	clientOnce sync.Once
-	clientErr  error
-	k8s        client.Client
+	clientMu  sync.Mutex
+	clientCfg *rest.Config
+	k8s       client.Client
 )
 
 // ensureController returns a client with the project's types. The
 // controller itself runs in the cluster (installed by TestMain).
 func ensureController(t *testing.T) client.Client {
 	t.Helper()
-	clientOnce.Do(func() {
+	clientMu.Lock()
+	defer clientMu.Unlock()
+	// Rebuilt when connect() made a new config (a test took the cluster
+	// down and up), so no test depends on running before that one.
+	if k8s == nil || clientCfg != restConfig {
 		scheme, err := manager.NewScheme()
 		if err != nil {
-			clientErr = err
-			return
+			t.Fatalf("creating a client: %v", err)
 		}
-		k8s, clientErr = client.New(restConfig, client.Options{Scheme: scheme})
-	})
-	if clientErr != nil {
-		t.Fatalf("creating a client: %v", clientErr)
+		c, err := client.New(restConfig, client.Options{Scheme: scheme})
+		if err != nil {
+			t.Fatalf("creating a client: %v", err)
+		}
+		k8s, clientCfg = c, restConfig
 	}
 	return k8s
 }

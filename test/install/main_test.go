@@ -40,7 +40,10 @@ const Namespace = "agent-sandbox-system"
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) {
+	testenv.ExitIfShort("helm and a kube-apiserver", "make test-integration")
+	testenv.Main(m, &env)
+}
 
 // repo returns the path of a file in the repository.
 func repo(parts ...string) string {

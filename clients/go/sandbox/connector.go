@@ -408,6 +408,7 @@ func ctxError(ctx context.Context, op string, last error) error {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		if last != nil {
+			//nolint:errorlint // the last attempt's error is context for people, not a cause for errors.Is: ErrTimeout and ctx's error are.
 			return fmt.Errorf("sandbox: %s: %w: %w (last error: %v)", op, ErrTimeout, err, last)
 		}
 		return fmt.Errorf("sandbox: %s: %w: %w", op, ErrTimeout, err)

@@ -21,6 +21,8 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // binder plays the claim and sandbox controllers in a namespace of the
@@ -53,6 +55,7 @@ func newNamespace(t *testing.T, c client.Client) string {
 
 func watchClient(t *testing.T) client.WithWatch {
 	t.Helper()
+	testenv.SkipShort(t)
 	e := sharedEnv(t)
 	c, err := client.NewWithWatch(e.Config, client.Options{Scheme: e.Scheme})
 	if err != nil {

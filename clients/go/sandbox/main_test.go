@@ -48,6 +48,7 @@ func TestMain(m *testing.M) {
 
 func sharedEnv(t *testing.T) *testenv.Env {
 	t.Helper()
+	testenv.SkipShort(t)
 	envOnce.Do(func() { env, envErr = testenv.Start() })
 	if envErr != nil {
 		t.Fatalf("starting test apiserver: %v", envErr)
@@ -57,6 +58,7 @@ func sharedEnv(t *testing.T) *testenv.Env {
 
 func sharedStack(t *testing.T) *devstack.Stack {
 	t.Helper()
+	testenv.SkipShortNeeds(t, "the devstack (apiserver, controller, router, sandboxd)")
 	stackOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()

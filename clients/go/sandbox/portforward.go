@@ -59,7 +59,7 @@ func openTunnel(ctx context.Context, h *K8sHelper, namespace, pod string, remote
 	ports, err := fw.GetPorts()
 	if err != nil || len(ports) != len(remotePorts) {
 		t.Close()
-		return nil, fmt.Errorf("sandbox: port-forward to pod %s/%s: reading local ports: %v", namespace, pod, err)
+		return nil, fmt.Errorf("sandbox: port-forward to pod %s/%s: reading local ports: %w", namespace, pod, err)
 	}
 	for _, p := range ports {
 		t.local = append(t.local, p.Local)

@@ -11,6 +11,8 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 	"sigs.k8s.io/agent-sandbox/internal/devstack"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 func TestPoolSizeFollowsLittlesLaw(t *testing.T) {
@@ -62,6 +64,7 @@ func TestScriptedModelIsDeterministicAndScored(t *testing.T) {
 // and is scored; afterwards no claim is left, and every reward is the one
 // the model's code deserves.
 func TestRolloutOnIntegrationStack(t *testing.T) {
+	testenv.SkipShortNeeds(t, "the devstack (apiserver, controller, router, sandboxd)")
 	ctx := context.Background()
 	st, err := devstack.Start(ctx, devstack.Options{WarmPoolReplicas: 2, Log: testWriter{t}})
 	if err != nil {

@@ -14,11 +14,14 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 var sandboxGR = schema.GroupResource{Group: "agents.x-k8s.io", Resource: "sandboxes"}
 
 func TestOldestReadyAdoptedAndStatusInSamePass(t *testing.T) {
+	testenv.SkipShort(t)
 	f := newFixture(t, Options{})
 	tmpl, pool := f.setup("")
 	f.member("old-unready", tmpl, pool, false, "10.0.0.1", nil)
@@ -84,6 +87,7 @@ func TestPendingNetworkWaitsWithinGraceThenGoesCold(t *testing.T) {
 }
 
 func TestCandidateNetworkedDuringGraceIsAdopted(t *testing.T) {
+	testenv.SkipShort(t)
 	f := newFixture(t, Options{})
 	tmpl, pool := f.setup("")
 	sb := f.member("noip", tmpl, pool, false, "", nil)
@@ -192,6 +196,7 @@ func TestAdoptionConflictRetriesSameCandidate(t *testing.T) {
 // A candidate claimed by someone else between our read and our patch is
 // lost to us: the next candidate is taken in the same pass.
 func TestCandidateTakenByAnotherClaimMovesOn(t *testing.T) {
+	testenv.SkipShort(t)
 	f := newFixture(t, Options{})
 	tmpl, pool := f.setup("")
 	f.member("a", tmpl, pool, true, "10.0.0.1", nil)

@@ -172,7 +172,7 @@ func (r *Reconciler) resolveLegacyAssignment(ctx context.Context, claim *extv1be
 			r.adopted(claim, adopted)
 			return adopted, nil
 		}
-		if err != errCandidateLost {
+		if !errors.Is(err, errCandidateLost) {
 			return nil, err
 		}
 	}

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // fixture drives the claim Reconciler pass by pass against the real
@@ -39,6 +41,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
+	testenv.SkipShort(t)
 	f := &fixture{t: t, writes: &exttest.WriteCounter{}}
 	mgr := exttest.NewPassManager(t, env, f.writes)
 	f.cached = mgr.GetClient()

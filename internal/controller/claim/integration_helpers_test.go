@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest/harness"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 var env = claim.SharedEnv
@@ -35,6 +37,7 @@ type world struct {
 
 func newWorld(t *testing.T, opts extensions.Options) *world {
 	t.Helper()
+	testenv.SkipShort(t)
 	return newWorldWith(t, harness.ManagerOptions{Extensions: opts})
 }
 
@@ -42,6 +45,7 @@ func newWorld(t *testing.T, opts extensions.Options) *world {
 // counter is the world's).
 func newWorldWith(t *testing.T, opts harness.ManagerOptions) *world {
 	t.Helper()
+	testenv.SkipShort(t)
 	w := &world{t: t, c: env().Client, writes: &exttest.WriteCounter{}, gate: &exttest.ReadyGate{}}
 	exttest.StartKubelet(t, env(), w.gate.Ready, nil)
 	opts.Writes = w.writes

@@ -83,6 +83,7 @@ func TestDeletePolicyDeletesClaim(t *testing.T) {
 }
 
 func TestDeleteForegroundCascades(t *testing.T) {
+	testenv.SkipShort(t)
 	gc, err := env().StartGarbageCollector()
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +106,7 @@ func TestDeleteForegroundCascades(t *testing.T) {
 // the TTL (0 here) and, under Retain, keeps both conditions after the
 // sandbox is deleted.
 func TestTTLAfterFinishedRetain(t *testing.T) {
+	testenv.SkipShort(t)
 	w := newWorld(t, defaults())
 	w.readyPool("empty", 0, nil)
 	w.claim("c1", "empty", lifecycle(extv1beta1.ClaimShutdownPolicyRetain, 0, ptrInt32(0)))
@@ -127,6 +129,7 @@ func TestTTLAfterFinishedRetain(t *testing.T) {
 }
 
 func TestFinishedWithoutTTLIsKept(t *testing.T) {
+	testenv.SkipShort(t)
 	w := newWorld(t, defaults())
 	w.readyPool("empty", 0, nil)
 	w.claim("c1", "empty", lifecycle(extv1beta1.ClaimShutdownPolicyDelete, 0, nil))

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // plantForClaim creates, as a tenant allowed to create Sandboxes could, a
@@ -96,6 +98,7 @@ func (w *world) assertClean(claimName string, sb *sandboxv1beta1.Sandbox) {
 // "squat" is a name clash like any foreign Sandbox. The warm claim gets one
 // ForeignSandbox Warning per refused Sandbox, and no more on later passes.
 func TestPlantedClaimSandboxNeverBound(t *testing.T) {
+	testenv.SkipShort(t)
 	// The real garbage collector removes the deleted impostors' Pods, so
 	// the claim's own Sandbox of the same name can get its Pod.
 	gc, err := env().StartGarbageCollector()

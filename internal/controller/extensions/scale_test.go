@@ -10,11 +10,14 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest/harness"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // TestKubectlScale drives the pool through its scale subresource with the
 // real kubectl, as an HPA would, and reads the scale back.
 func TestKubectlScale(t *testing.T) {
+	testenv.SkipShort(t)
 	exttest.StartKubelet(t, env, nil, nil)
 	harness.StartManager(t, env, harness.ManagerOptions{Extensions: defaultOpts})
 	c := env.Client

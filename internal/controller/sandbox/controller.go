@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -178,6 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	result.RequeueAfter = earliest(result.RequeueAfter, wait)
 	if wait == 0 {
+		r.eventMultiplePods(sb, old)
 		r.eventPodProblem(sb, old, problem)
 	}
 	if reconcileErr != nil {
@@ -236,12 +238,32 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *sandboxv1beta1.S
 	if pr.owned && !sb.IsSuspended() {
 		in.problem = findPodProblem(pr.pod)
 	}
-	before := readyReason(sb)
 	applyConditions(sb, computeConditions(in))
-	if multi != nil && before != sandboxv1beta1.ReasonMultiplePods {
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, sandboxv1beta1.ReasonMultiplePods, "Reconciling", "%s", multi.Error())
-	}
 	return pr.deferred, in.problem, errors.Join(errs...)
+}
+
+// eventMultiplePods records the MultiplePods warning once the status naming
+// it is written (never before: a failed write would repeat the event on the
+// retry). Comparing with the persisted status announces it once per episode.
+func (r *Reconciler) eventMultiplePods(sb *sandboxv1beta1.Sandbox, old *sandboxv1beta1.SandboxStatus) {
+	c := readyCondition(&sb.Status)
+	if c == nil || c.Reason != sandboxv1beta1.ReasonMultiplePods {
+		return
+	}
+	if was := readyCondition(old); was != nil && was.Reason == sandboxv1beta1.ReasonMultiplePods {
+		return
+	}
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, sandboxv1beta1.ReasonMultiplePods, "Reconciling", "%s", c.Message)
+}
+
+// readyCondition returns the Ready condition of s, or nil.
+func readyCondition(s *sandboxv1beta1.SandboxStatus) *metav1.Condition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == sandboxv1beta1.SandboxConditionReady {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // eventPodProblem records a Warning event when the status just written

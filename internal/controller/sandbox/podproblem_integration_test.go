@@ -11,12 +11,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // TestPodProblemSurfaced: a Pod whose container failed shows why in the
 // Sandbox's Ready message (reason unchanged) and in one Warning event on
 // the Sandbox, which later reconciles of the same cause do not repeat.
 func TestPodProblemSurfaced(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "crashes").create(t)
 	waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionReady, metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)

@@ -17,11 +17,14 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 
 func TestSimpleSandboxBecomesReadyWithService(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "my-sandbox").service(true).
 		podLabels("app", "demo").podAnnotations("note", "hi").
@@ -83,6 +86,7 @@ func TestSimpleSandboxBecomesReadyWithService(t *testing.T) {
 }
 
 func TestMinimalSandboxReadyWithoutService(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "minimal").create(t)
 	got := waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -110,6 +114,7 @@ func TestNotReadyPodReportsDependenciesNotReady(t *testing.T) {
 }
 
 func TestSuspendResumeKeepsServiceAndVolumes(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "sr").service(true).vct("data").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -180,6 +185,7 @@ func setMode(t *testing.T, ns, name string, mode sandboxv1beta1.OperatingMode) {
 }
 
 func TestCreatedSuspendedMakesServiceAndPVCButNoPod(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "cold").service(true).vct("ws").suspended().create(t)
 	waitCondition(t, ns, sb.Name, "Suspended", metav1.ConditionTrue, sandboxv1beta1.ReasonPodTerminated)
@@ -196,6 +202,7 @@ func TestCreatedSuspendedMakesServiceAndPVCButNoPod(t *testing.T) {
 }
 
 func TestPodDeletedExternallyIsRecreated(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "phoenix").create(t)
 	got := waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -220,6 +227,7 @@ func TestPodDeletedExternallyIsRecreated(t *testing.T) {
 }
 
 func TestVolumeClaimTemplatesCreatePVCs(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "vol").vct("data").create(t)
 	got := waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -240,6 +248,7 @@ func TestVolumeClaimTemplatesCreatePVCs(t *testing.T) {
 }
 
 func TestExpiryRetainTearsDownAndKeepsSandbox(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "expiring").service(true).vct("data").
 		shutdownAt(time.Now().Add(3*time.Second), sandboxv1beta1.ShutdownPolicyRetain).create(t)
@@ -281,6 +290,7 @@ func TestExpiryDeleteRemovesEverything(t *testing.T) {
 }
 
 func TestDeletingSandboxLeavesNothingBehind(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "bye").service(true).vct("data").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -300,6 +310,7 @@ func TestDeletingSandboxLeavesNothingBehind(t *testing.T) {
 // Security: a tenant must not be able to put another Sandbox's identity
 // label (the Service selector) or any system key onto its Pod.
 func TestSystemLabelsInTemplateAreNotPropagated(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	victim := makeSandbox(ns, "victim").service(true).create(t)
 	waitCondition(t, ns, victim.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -341,6 +352,7 @@ func TestSystemLabelsInTemplateAreNotPropagated(t *testing.T) {
 // A stale system key an older controller propagated is scrubbed, template
 // edits reach the live Pod, and keys added by others stay.
 func TestPodMetadataFollowsTemplate(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "meta").podLabels("a", "1", "b", "2").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -371,6 +383,7 @@ func TestPodMetadataFollowsTemplate(t *testing.T) {
 
 // Security: Pods, Services and PVCs that are not ours are never taken over.
 func TestForeignChildrenAreNeverAdopted(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-owner"}}
 	if err := k8s.Create(ctxT(t), owner); err != nil {
@@ -461,6 +474,7 @@ func equalRefs(a, b []metav1.OwnerReference) bool {
 
 // Security: two Pods controlled by one Sandbox make it fail closed.
 func TestMultipleOwnedPodsFailClosed(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "twins").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -512,17 +526,35 @@ func TestRejectedPodTemplateBacksOff(t *testing.T) {
 		}
 		return false, nil
 	})
-	before := reconciles.Load()
-	time.Sleep(4 * time.Second)
-	// All other tests run in parallel packages only, so the count is ours
-	// plus at most a few from other sandboxes still settling.
-	if n := reconciles.Load() - before; n > 25 {
-		t.Errorf("%d reconciles in 4s: failures must back off exponentially", n)
+	// A failing Sandbox is retried with exponential backoff (5 ms doubling
+	// per failure in controller-runtime's default limiter): wait for eight
+	// failed passes and check that the last gap is far longer than a hot
+	// loop's (which would be a few milliseconds).
+	key := types.NamespacedName{Namespace: ns, Name: sb.Name}
+	var failed []pass
+	eventually(t, 30*time.Second, "eight failed passes", func() (bool, error) {
+		failed = failed[:0]
+		for _, p := range passesOf(key) {
+			if p.failed {
+				failed = append(failed, p)
+			}
+		}
+		return len(failed) >= 8, fmt.Errorf("%d failed passes", len(failed))
+	})
+	gaps := make([]time.Duration, 0, len(failed)-1)
+	for i := 1; i < len(failed); i++ {
+		gaps = append(gaps, failed[i].start.Sub(failed[i-1].start))
+	}
+	// The eighth failure waits 5ms*2^6 = 320ms; 100ms leaves room for
+	// watch-triggered passes that land between the backed-off ones.
+	if last := gaps[len(gaps)-1]; last < 100*time.Millisecond {
+		t.Errorf("gaps between failed passes %v: failures must back off exponentially", gaps)
 	}
 }
 
 // Race: flipping operatingMode from many writers never leaves two Pods.
 func TestConcurrentOperatingModeFlipsNeverMakeTwoPods(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "flippy").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
@@ -595,6 +627,7 @@ func TestConcurrentOperatingModeFlipsNeverMakeTwoPods(t *testing.T) {
 // Race: deleting Sandboxes while their Pods are being created leaves no
 // orphan Pod once garbage collection has run.
 func TestDeletionDuringPodCreationLeavesNoOrphans(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	const n = 30
 	for i := 0; i < n; i++ {
@@ -616,23 +649,24 @@ func TestDeletionDuringPodCreationLeavesNoOrphans(t *testing.T) {
 // not-ready status and the Ready status.
 func TestCreatePathWriteBudget(t *testing.T) {
 	ns := newNamespace(t)
-	time.Sleep(500 * time.Millisecond) // let other tests' passes drain
 	const n = 10
-	before := writes.Snapshot()
+	// Only writes in this test's namespace are counted, so other tests'
+	// passes still in flight cannot be charged to it.
 	for i := 0; i < n; i++ {
 		makeSandbox(ns, fmt.Sprintf("budget-%d", i)).create(t)
 	}
 	for i := 0; i < n; i++ {
-		waitCondition(t, ns, fmt.Sprintf("budget-%d", i), "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+		name := fmt.Sprintf("budget-%d", i)
+		waitCondition(t, ns, name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+		// Writes that trail Ready (none are expected) land before the count.
+		waitSettled(t, ns, name)
 	}
-	time.Sleep(500 * time.Millisecond)
-	after := writes.Snapshot()
 	total := 0
 	diff := map[string]int{}
-	for k, v := range after {
-		if d := v - before[k]; d > 0 {
-			diff[k] = d
-			total += d
+	for _, w := range writes.Writes() {
+		if w.Namespace == ns {
+			diff[w.Verb+" "+w.Resource]++
+			total++
 		}
 	}
 	t.Logf("writes for %d sandboxes: %d %v", n, total, diff)
@@ -643,17 +677,32 @@ func TestCreatePathWriteBudget(t *testing.T) {
 
 // Keep the condition list from growing on repeated passes.
 func TestConditionsDoNotAccumulate(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	sb := makeSandbox(ns, "steady").create(t)
 	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
-	// Touch labels a few times to force passes.
+	// Touch labels a few times to force passes, then wait for a finished
+	// pass that saw the last touch: without one the check below would be
+	// vacuous.
+	key := types.NamespacedName{Namespace: ns, Name: sb.Name}
+	var touched int64
 	for i := 0; i < 5; i++ {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"touch":"%d"}}}`, i)
-		if err := k8s.Patch(ctxT(t), getSandbox(t, ns, sb.Name), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		obj := getSandbox(t, ns, sb.Name)
+		if err := k8s.Patch(ctxT(t), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
+		touched = mustRV(obj.ResourceVersion)
 	}
-	time.Sleep(time.Second)
+	eventually(t, 30*time.Second, "a pass that saw the last touch", func() (bool, error) {
+		for _, p := range passesOf(key) {
+			if p.sawRV >= touched {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	waitSettled(t, ns, sb.Name)
 	if got := getSandbox(t, ns, sb.Name); len(got.Status.Conditions) != 3 {
 		t.Errorf("conditions = %+v", got.Status.Conditions)
 	}

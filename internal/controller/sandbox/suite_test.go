@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +42,12 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
+	// Under -short (make test-unit) nothing starts: the pure-logic tests run
+	// and the rest skip in newNamespace.
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	var err error
 	env, err = testenv.Start()
@@ -84,18 +94,105 @@ func runSuite(m *testing.M) int {
 	return m.Run()
 }
 
-// setupCounted is SetupWithManager with a reconcile counter around the
-// reconciler, so tests can show that failures back off instead of looping.
+// setupCounted is SetupWithManager with a recorder around the reconciler,
+// so tests can wait on the controller's own progress (a pass that saw a
+// given state, the spacing of failed passes) instead of sleeping.
 func setupCounted(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, opts, func(r reconcile.Reconciler) reconcile.Reconciler { return countingReconciler{inner: r} })
+	return setup(mgr, opts, func(r reconcile.Reconciler) reconcile.Reconciler {
+		return countingReconciler{inner: r, cache: mgr.GetClient()}
+	})
 }
 
-// countingReconciler wraps Reconcile to count passes.
-type countingReconciler struct{ inner reconcile.Reconciler }
+// pass is one finished reconcile of one Sandbox.
+type pass struct {
+	start, end time.Time
+	// sawRV is the Sandbox's resourceVersion in the informer cache just
+	// before the pass ran: the pass read that state or a newer one. -1 when
+	// the Sandbox was not in the cache.
+	sawRV   int64
+	failed  bool // returned an error (so was requeued with backoff)
+	requeue bool // asked to run again after a delay
+}
+
+// passLogs holds the passes of every Sandbox, by namespace/name.
+var passLogs sync.Map
+
+type passLog struct {
+	mu     sync.Mutex
+	passes []pass
+}
+
+func passesOf(key types.NamespacedName) []pass {
+	v, ok := passLogs.Load(key)
+	if !ok {
+		return nil
+	}
+	l := v.(*passLog)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]pass(nil), l.passes...)
+}
+
+// countingReconciler wraps Reconcile to count and record passes.
+type countingReconciler struct {
+	inner reconcile.Reconciler
+	cache client.Reader
+}
 
 func (c countingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	reconciles.Add(1)
-	return c.inner.Reconcile(ctx, req)
+	p := pass{start: time.Now(), sawRV: -1}
+	var sb sandboxv1beta1.Sandbox
+	if err := c.cache.Get(ctx, req.NamespacedName, &sb); err == nil {
+		p.sawRV = mustRV(sb.ResourceVersion)
+	}
+	res, err := c.inner.Reconcile(ctx, req)
+	p.end = time.Now()
+	p.failed = err != nil
+	p.requeue = res.RequeueAfter > 0 || res.Requeue //nolint:staticcheck // Requeue is deprecated but still honoured by controller-runtime.
+	v, _ := passLogs.LoadOrStore(req.NamespacedName, &passLog{})
+	l := v.(*passLog)
+	l.mu.Lock()
+	l.passes = append(l.passes, p)
+	l.mu.Unlock()
+	return res, err
+}
+
+// mustRV parses a resourceVersion. envtest's etcd hands out increasing
+// integers; comparing them is a test-only shortcut (clients must treat
+// resource versions as opaque).
+func mustRV(rv string) int64 {
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("resourceVersion %q is not an integer: %v", rv, err))
+	}
+	return n
+}
+
+// waitSettled waits until the controller is done with a Sandbox: its last
+// finished pass neither failed nor asked for another, and every write to
+// the Sandbox or its children (all named after it) since that pass began
+// was made during it. The controller's own status writes do not trigger
+// passes, so "a pass saw the current state" cannot be the test.
+func waitSettled(t *testing.T, ns, name string) {
+	t.Helper()
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	eventually(t, 30*time.Second, "a settling pass of "+name, func() (bool, error) {
+		ps := passesOf(key)
+		if len(ps) == 0 {
+			return false, fmt.Errorf("no pass yet")
+		}
+		last := ps[len(ps)-1]
+		if last.failed || last.requeue {
+			return false, fmt.Errorf("last pass failed=%v requeue=%v", last.failed, last.requeue)
+		}
+		for _, w := range writes.Writes() {
+			if w.Name == name && w.At.After(last.start) && !w.At.Before(last.end) {
+				return false, fmt.Errorf("%s %s after the last pass", w.Verb, w.Resource)
+			}
+		}
+		return true, nil
+	})
 }
 
 // ---- helpers ----
@@ -105,6 +202,7 @@ var nsCounter atomic.Int64
 // newNamespace gives each test its own namespace.
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t)
 	name := fmt.Sprintf("t%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := k8s.Create(context.Background(), ns); err != nil {

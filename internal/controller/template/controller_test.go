@@ -51,6 +51,7 @@ func update(t *testing.T, tmpl *extv1beta1.SandboxTemplate, edit func(*extv1beta
 }
 
 func TestSecureDefaultPolicyCreatedAndTemplateLabelled(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := exttest.Namespace(t, env.Client, "tmpl")
 	tmpl := exttest.NewTemplate(ns, "python")
 	exttest.Create(t, env.Client, tmpl)
@@ -85,6 +86,7 @@ func TestSecureDefaultPolicyCreatedAndTemplateLabelled(t *testing.T) {
 }
 
 func TestCustomPolicyCreatedAndUpdated(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := exttest.Namespace(t, env.Client, "tmpl")
 	tmpl := exttest.NewTemplate(ns, "custom")
 	port := intstr.FromInt32(80)
@@ -111,6 +113,7 @@ func TestCustomPolicyCreatedAndUpdated(t *testing.T) {
 }
 
 func TestUnmanagedCreatesNoneAndDeletesOwned(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := exttest.Namespace(t, env.Client, "tmpl")
 	tmpl := exttest.NewTemplate(ns, "t")
 	exttest.Create(t, env.Client, tmpl)
@@ -144,6 +147,7 @@ func TestUnmanagedCreatesNoneAndDeletesOwned(t *testing.T) {
 // A tenant-made policy with the template's policy name must never be
 // rewritten or deleted by the controller (it could open traffic).
 func TestForeignPolicyIsNeverTouched(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := exttest.Namespace(t, env.Client, "tmpl")
 	foreign := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: NetworkPolicyName("t")},

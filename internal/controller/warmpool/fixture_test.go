@@ -66,6 +66,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
+	testenv.SkipShort(t)
 	f := &fixture{t: t, writes: &exttest.WriteCounter{}, rec: &fakeRecorder{}}
 	mgr := exttest.NewPassManager(t, env, f.writes)
 	f.r = NewReconciler(mgr.GetClient(), f.rec, opts)

@@ -10,6 +10,8 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // podFor creates the Pod of a member, with the given PodScheduled state.
@@ -63,6 +65,7 @@ func TestStuckMembersReplacedAfterGrace(t *testing.T) {
 }
 
 func TestUnschedulableMembersAreHeld(t *testing.T) {
+	testenv.SkipShort(t)
 	f := newFixture(t, Options{UnschedulableRecheckInterval: 90 * time.Second})
 	f.create(exttest.NewTemplate(f.ns, "tmpl"), exttest.NewPool(f.ns, "p", "tmpl", 1))
 	f.converge("p")
@@ -135,6 +138,7 @@ func TestSettledReadyPoolArmsNoTimer(t *testing.T) {
 // Terminating members count against the target: no replacement is created
 // while the original still exists (here held by a finalizer).
 func TestTerminatingMembersCountAgainstTarget(t *testing.T) {
+	testenv.SkipShort(t)
 	f := newFixture(t, Options{})
 	f.create(exttest.NewTemplate(f.ns, "tmpl"), exttest.NewPool(f.ns, "p", "tmpl", 2))
 	f.converge("p")

@@ -6,9 +6,12 @@ import (
 	"time"
 
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 func TestReplenishDelayDefersRefill(t *testing.T) {
+	testenv.SkipShort(t)
 	f := newFixture(t, Options{ReplenishDelay: 10 * time.Second})
 	f.create(exttest.NewTemplate(f.ns, "tmpl"), exttest.NewPool(f.ns, "p", "tmpl", 2))
 	f.converge("p") // first observation: no hold

@@ -10,6 +10,8 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 func TestPoolSizing(t *testing.T) {
@@ -106,6 +108,7 @@ func TestMaxBatchSizeCapsCreates(t *testing.T) {
 }
 
 func TestTemplateMissingIsReportedNotFatal(t *testing.T) {
+	testenv.SkipShort(t)
 	f := newFixture(t, Options{})
 	tmpl := exttest.NewTemplate(f.ns, "tmpl")
 	f.create(tmpl, exttest.NewPool(f.ns, "p", "tmpl", 2))

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 func poolWithStrategy(ns, name, tmpl string, replicas int32, s extv1beta1.UpdateStrategyType) *extv1beta1.SandboxWarmPool {
@@ -26,6 +28,7 @@ func poolWithStrategy(ns, name, tmpl string, replicas int32, s extv1beta1.Update
 func image(sb *sandboxv1beta1.Sandbox) string { return sb.Spec.PodTemplate.Spec.Containers[0].Image }
 
 func TestRolloutOnTemplateChange(t *testing.T) {
+	testenv.SkipShort(t)
 	for _, strategy := range []extv1beta1.UpdateStrategyType{"", extv1beta1.OnReplenishUpdateStrategyType, extv1beta1.RecreateUpdateStrategyType} {
 		t.Run(string(strategy)+"default", func(t *testing.T) {
 			f := newFixture(t, Options{})

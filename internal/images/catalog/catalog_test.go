@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -119,7 +120,7 @@ func extract(t *testing.T, archive, dir string) {
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -176,7 +177,17 @@ func layerHeaders(t *testing.T, archive string) map[string]*tar.Header {
 	}
 }
 
+// skipShortBuild skips an image build (a go build or a Debian root file
+// system: tens of seconds to minutes) in the fast tier.
+func skipShortBuild(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds an image: skipped under -short, run by `make test-integration`")
+	}
+}
+
 func TestSandboxdImage(t *testing.T) {
+	skipShortBuild(t)
 	o := Options{ModuleDir: moduleDir(t), CacheDir: t.TempDir()}
 	b, info := buildTwice(t, o, "sandboxd")
 	if b.Ref != "localhost/agent-sandbox/sandboxd:dev" {
@@ -228,9 +239,7 @@ func freePort(t *testing.T) int {
 // image's own sandboxd in a chroot as uid 1000 to execute python3 through
 // the legacy API.
 func TestPythonRuntimeImage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a Debian root file system")
-	}
+	skipShortBuild(t)
 	if os.Geteuid() != 0 {
 		t.Skip("debootstrap and chroot need root")
 	}

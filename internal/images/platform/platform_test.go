@@ -122,6 +122,9 @@ func TestImageSpec(t *testing.T) {
 // binaries are static and stamped with the version, and that a rebuild gives
 // byte-identical archives.
 func TestBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the controller and router images twice (minutes): skipped under -short, run by `make test-integration`")
+	}
 	moduleDir, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ const failAfter = 30 * time.Second
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "router-"}}
 	if err := env.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)

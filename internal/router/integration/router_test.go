@@ -13,12 +13,15 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // TestCacheBackedResolution: the router resolves from its Sandbox/Pod
 // informers only, and refuses addresses the cache does not tie to the
 // named sandbox.
 func TestCacheBackedResolution(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	node := startFakeNode(t, ns)
 	a := backend(t, "127.0.0.31", "alpha")

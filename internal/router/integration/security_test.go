@@ -21,6 +21,8 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/router"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // TestForeignPodCannotHijackRoute (issue 16 finding 2): a Pending pod in
@@ -29,6 +31,7 @@ import (
 // sandbox. Also a pod in A's namespace whose reference names the Sandbox
 // with a version the CRD does not serve does not count.
 func TestForeignPodCannotHijackRoute(t *testing.T) {
+	testenv.SkipShort(t)
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	node := startFakeNode(t, nsA)
 	be := backend(t, "127.0.0.51", "victim")
@@ -190,6 +193,7 @@ func noRightsKubeconfig(t *testing.T) string {
 // address-class checks, and says so on /healthz, /readyz and a metric.
 // With --require-cache it exits instead.
 func TestReducedModeWithoutRights(t *testing.T) {
+	testenv.SkipShort(t)
 	ns := newNamespace(t)
 	be := backend(t, "127.0.0.55", "direct")
 	kc := noRightsKubeconfig(t)

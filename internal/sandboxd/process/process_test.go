@@ -149,7 +149,7 @@ func collect(t *testing.T, s processv1.ProcessService_StartClient, res *startRes
 	t.Helper()
 	for {
 		ev, err := s.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

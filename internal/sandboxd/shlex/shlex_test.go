@@ -2,6 +2,7 @@ package shlex
 
 import (
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"slices"
 	"strings"
@@ -37,7 +38,7 @@ var cases = []struct {
 func TestSplit(t *testing.T) {
 	for _, tc := range cases {
 		got, err := Split(tc.in)
-		if err != tc.err || (tc.err == nil && !slices.Equal(got, tc.want)) {
+		if !errors.Is(err, tc.err) || (tc.err == nil && !slices.Equal(got, tc.want)) {
 			t.Errorf("Split(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
 		}
 	}

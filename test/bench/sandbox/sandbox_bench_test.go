@@ -31,7 +31,10 @@ var (
 	writes *testenv.WriteCounter
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	testenv.ExitIfShort("a kube-apiserver, the kubelet stand-in and the controller", "make bench")
+	os.Exit(run(m))
+}
 
 func run(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))

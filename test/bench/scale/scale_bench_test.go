@@ -35,11 +35,13 @@ import (
 
 	"sigs.k8s.io/agent-sandbox/internal/bench"
 	"sigs.k8s.io/agent-sandbox/internal/kwokstack"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // startStack brings up a kwok stack with nodes simulated nodes.
 func startStack(tb testing.TB, nodes int, controllerArgs ...string) (*kwokstack.Stack, bench.ScaleConfig) {
 	tb.Helper()
+	testenv.SkipShortNeeds(tb, "a kwok cluster (apiserver, kwok, the controller binary)")
 	ctrllog.SetLogger(logr.Discard()) // the harness's clients; the controller logs to its own file
 	ctx := context.Background()
 	st, err := kwokstack.Start(ctx, kwokstack.Options{Nodes: nodes, Log: testLog{tb},

@@ -22,6 +22,7 @@ import (
 // whether a pod is reported Ready. Writes, when set, counts its writes.
 func StartKubelet(t testing.TB, env *testenv.Env, ready func(*corev1.Pod) bool, writes *WriteCounter) *testenv.Kubelet {
 	t.Helper()
+	testenv.SkipShort(t)
 	cfg := env.Config
 	if writes != nil {
 		cfg = writes.Wrap(cfg)
@@ -37,6 +38,7 @@ func StartKubelet(t testing.TB, env *testenv.Env, ready func(*corev1.Pod) bool, 
 // Namespace creates a fresh namespace for one test.
 func Namespace(t testing.TB, c client.Client, prefix string) string {
 	t.Helper()
+	testenv.SkipShort(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	if err := c.Create(context.Background(), ns); err != nil {
 		t.Fatalf("creating namespace: %v", err)

@@ -29,6 +29,7 @@ type PassManager struct {
 // NewPassManager builds the manager; it stops when the test ends.
 func NewPassManager(t testing.TB, env *testenv.Env, writes *WriteCounter) *PassManager {
 	t.Helper()
+	testenv.SkipShort(t)
 	cfg := writes.Wrap(rest.CopyConfig(env.Config))
 	cfg.QPS, cfg.Burst = -1, 1000
 	mgr, err := ctrl.NewManager(cfg, manager.Options{

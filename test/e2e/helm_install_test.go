@@ -28,8 +28,8 @@ import (
 // Available, and runs the smoke flows against that install: a warm claim on
 // gVisor answering python through the router, and each example's smoke
 // test (the manifest install runs them earlier). The manifest install is
-// restored afterwards, also when the test fails. It runs after the other
-// tests (file order) because it replaces the controller they use.
+// restored (and Available again) afterwards, also when the test fails, so
+// the tests that run after it in any order find the usual install.
 func TestHelmInstallOnLocalCluster(t *testing.T) {
 	c := ensureController(t)
 	helmBin := helmBinary(t)
@@ -45,6 +45,9 @@ func TestHelmInstallOnLocalCluster(t *testing.T) {
 		waitControllerPodsGone(context.Background(), t, c)
 		if err := platform.Install(context.Background(), restConfig); err != nil {
 			t.Errorf("restoring the manifest install: %v", err)
+		}
+		if err := platform.WaitAvailable(context.Background(), restConfig); err != nil {
+			t.Errorf("restored manifest install: %v", err)
 		}
 	})
 

@@ -1,7 +1,8 @@
 package e2e
 
-// This file sorts last on purpose: its test takes the cluster down (and
-// brings it back), so it runs after the tests that only use the cluster.
+// These tests break the cluster on purpose (a killed component, a full
+// down) and leave it up and connected when they end, also when they fail,
+// so the other tests run before or after them in any order (-shuffle=on).
 
 import (
 	"context"
@@ -37,6 +38,7 @@ func TestUpRestartsDeadComponent(t *testing.T) {
 	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { restoreCluster(t) })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, _ = cluster.Status()
@@ -56,6 +58,22 @@ func TestUpRestartsDeadComponent(t *testing.T) {
 	st, _ = cluster.Status()
 	if !st.Running() {
 		t.Fatalf("after up: %+v", st.Components)
+	}
+}
+
+// restoreCluster brings every component up and reconnects the package's
+// clients, for the test that runs next whatever this one did. Up is
+// idempotent: on a healthy cluster it changes nothing.
+func restoreCluster(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := cluster.Up(ctx); err != nil {
+		t.Errorf("restoring the cluster: %v", err)
+		return
+	}
+	if err := connect(); err != nil {
+		t.Errorf("reconnecting after restoring the cluster: %v", err)
 	}
 }
 
@@ -93,6 +111,12 @@ func TestDownLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Cleanup(func() {
+		restoreCluster(t)
+		for _, rc := range []string{"gvisor", "runc"} {
+			_ = clientset.CoreV1().Pods(metav1.NamespaceDefault).Delete(context.Background(), "e2e-down-"+rc, metav1.DeleteOptions{})
+		}
+	})
 	start := time.Now()
 	if err := cluster.Down(ctx, false); err != nil {
 		t.Fatalf("down: %v", err)
@@ -119,7 +143,8 @@ func TestDownLeavesNothingBehind(t *testing.T) {
 		t.Errorf("status after down: %+v", st.Components)
 	}
 
-	// Bring it back for whatever runs next; the pods come back from etcd.
+	// Bring it back (restoreCluster would too, but this is what is measured
+	// and checked: the pods come back from etcd).
 	start = time.Now()
 	if err := cluster.Up(ctx); err != nil {
 		t.Fatalf("up after down: %v", err)
