@@ -51,11 +51,14 @@ const (
 	DefaultWorkers = 50
 	// DefaultWarmWait bounds how long a claim waits in its pool's line for
 	// a member that is starting (waitline.go) before it creates its own
-	// Sandbox; members starting for longer no longer count. It is about
-	// the time a pod takes to start on a node busy refilling a pool (8–25 s
-	// measured on the 2-core local cluster, docs/performance.md), so only a
-	// member that is stuck makes a claim go cold.
-	DefaultWarmWait = 30 * time.Second
+	// Sandbox; members starting for longer no longer count. It is above
+	// the time a pod takes to start on a node busy refilling a pool (cold
+	// claims Ready after 38–43 s p50 on the overloaded 2-core local cluster,
+	// where a 30 s bound sent waiters cold just before their members came
+	// up, and a 90 s bound turned 20 of those 28 cold claims warm;
+	// docs/performance.md), so only a member that is stuck makes a claim
+	// go cold.
+	DefaultWarmWait = 90 * time.Second
 	// warmWaitPoll caps one wait: the informer wakes waiters when a member
 	// gets its IP, the poll only covers a lost wake-up and the bound.
 	warmWaitPoll = time.Second

@@ -37,10 +37,12 @@ func TestWaitingAndColdFallbackEvents(t *testing.T) {
 		return fmt.Errorf("no starting pool member yet")
 	})
 	w.claim("c2", "pool", nil)
-	exttest.Eventually(t, wait, func() error { return hasEvent(w, "c2", claim.ReasonWaitingForWarmSandbox, "1 starting") })
+	exttest.Eventually(t, wait, func() error { return hasEvent(w, "c2", claim.ReasonWaitingForWarmSandbox, " starting and ") })
 	w.claim("c3", "pool", nil)
 	exttest.Eventually(t, wait, func() error {
-		return hasEvent(w, "c3", claim.ReasonColdStartFallback, "1 claims wait ahead of it for 1 starting")
+		// The exact counts depend on how fast the pool refills; the
+		// fixture tests pin them.
+		return hasEvent(w, "c3", claim.ReasonColdStartFallback, "claims wait ahead of it for")
 	})
 	if sb, err := w.sandbox("c2"); err == nil {
 		t.Fatalf("c2 created its own sandbox %s while its member was starting", sb.Name)
