@@ -105,6 +105,7 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.IntVar(&e.WarmPoolMaxBatchSize, "sandbox-warm-pool-max-batch-size", 300, "Most Sandboxes a pool creates or deletes per reconcile; must be > 0.")
 	fs.DurationVar(&e.ReplenishDelay, "sandbox-warm-pool-replenish-delay", 0, "Hold refills this long after the pool shrinks; 0 refills at once.")
 	fs.Float64Var(&e.MaxRefillRate, "sandbox-warm-pool-max-refill-rate", 0, "Most Sandboxes per second a pool creates; 0 is unlimited.")
+	fs.DurationVar(&e.ClaimWarmWait, "sandbox-claim-warm-wait", claim.DefaultWarmWait, "Longest a claim waits for a warm pool member that is starting (instead of starting a cold Sandbox); members starting for longer do not count; must be > 0.")
 	fs.DurationVar(&e.ReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", 5*time.Minute, "How long a pool Sandbox may stay not Ready before it is replaced; must be > 0.")
 	fs.DurationVar(&e.UnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", time.Minute, "How often a pool holding unschedulable Sandboxes re-checks them; must be > 0.")
 	fs.BoolVar(&e.EnableWarmPoolEviction, "enable-warm-pool-eviction", true, "Mark warm pool pods safe to evict for the cluster autoscaler.")
@@ -152,6 +153,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 		return nil, nil, fmt.Errorf("--sandbox-warm-pool-max-refill-rate must be finite and >= 0, got %v", f.ext.MaxRefillRate)
 	case f.ext.ReadinessGracePeriod <= 0 || f.ext.UnschedulableRecheckInterval <= 0:
 		return nil, nil, errors.New("--sandbox-warm-pool-readiness-grace-period and --sandbox-warm-pool-unschedulable-recheck-interval must be > 0")
+	case f.ext.ClaimWarmWait <= 0:
+		return nil, nil, fmt.Errorf("--sandbox-claim-warm-wait must be > 0, got %s", f.ext.ClaimWarmWait)
 	case f.ext.ReplenishDelay < 0:
 		return nil, nil, fmt.Errorf("--sandbox-warm-pool-replenish-delay must be >= 0, got %s", f.ext.ReplenishDelay)
 	}

@@ -76,6 +76,7 @@ sandboxTemplateConcurrentWorkers: sandbox-template-concurrent-workers
 sandboxWarmPoolMaxBatchSize: sandbox-warm-pool-max-batch-size
 sandboxWarmPoolReplenishDelay: sandbox-warm-pool-replenish-delay
 sandboxWarmPoolMaxRefillRate: sandbox-warm-pool-max-refill-rate
+sandboxClaimWarmWait: sandbox-claim-warm-wait
 sandboxWarmPoolReadinessGracePeriod: sandbox-warm-pool-readiness-grace-period
 sandboxWarmPoolUnschedulableRecheckInterval: sandbox-warm-pool-unschedulable-recheck-interval
 enableWarmPoolEviction: enable-warm-pool-eviction

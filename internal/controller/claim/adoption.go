@@ -119,15 +119,16 @@ type warmSource struct {
 	blueprintHash string
 }
 
-// adoptFromQueue pops candidates of the claim's pool until one is adopted.
-// It returns pendingNetwork when the only candidates left have no pod IP
-// yet, so the caller may wait for them rather than cold-start.
-func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.SandboxClaim, src *warmSource) (*sandboxv1beta1.Sandbox, bool, error) {
+// adoptFromQueue takes candidates of the claim's pool until one is adopted.
+// Without one it returns the queue's last verdict: Wait when a starting
+// member is the claim's (waitline.go), so the caller may wait for it
+// rather than cold-start, else Cold.
+func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.SandboxClaim, src *warmSource) (*sandboxv1beta1.Sandbox, TakeResult, error) {
 	recreate := src.pool.Strategy() == extv1beta1.RecreateUpdateStrategyType
 	if recreate && src.tmpl == nil {
 		// Without the template we cannot tell current members from stale
 		// ones, and a Recreate pool promises never to hand out stale ones.
-		return nil, false, nil
+		return nil, TakeResult{Verdict: Cold}, nil
 	}
 	qkey := PoolKey(claim.Namespace, claim.Spec.WarmPoolRef.Name)
 	var putBack []Candidate
@@ -137,23 +138,20 @@ func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.Sandb
 		}
 	}()
 	logger := log.FromContext(ctx)
+	ckey := client.ObjectKeyFromObject(claim)
 	for {
-		c, ok := r.queue.Pop(qkey)
-		if !ok {
-			return nil, false, nil
+		t := r.queue.Take(qkey, src.pool.UID, ckey, claim.UID, r.now())
+		if t.Verdict != Took {
+			return nil, t, nil
 		}
-		if !c.HasIPs {
-			// Pop order puts these last: nothing adoptable is left now.
-			putBack = append(putBack, c)
-			return nil, true, nil
-		}
+		c := t.Candidate
 		var cand sandboxv1beta1.Sandbox
 		if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: c.Name}, &cand); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue // a ghost: deleted since it was queued
 			}
 			putBack = append(putBack, c)
-			return nil, false, fmt.Errorf("getting candidate sandbox %q: %w", c.Name, err)
+			return nil, TakeResult{}, fmt.Errorf("getting candidate sandbox %q: %w", c.Name, err)
 		}
 		if why := r.vetCandidate(&cand, claim, src); why != "" {
 			logger.V(1).Info("dropping warm candidate", "sandbox", c.Name, "reason", why)
@@ -176,9 +174,9 @@ func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.Sandb
 		}
 		if err != nil {
 			putBack = append(putBack, c)
-			return nil, false, err
+			return nil, TakeResult{}, err
 		}
-		return adopted, false, nil
+		return adopted, TakeResult{Verdict: Took}, nil
 	}
 }
 

@@ -67,19 +67,19 @@ func TestFirstNetworkedUnreadyAdoptedWhenNoneReady(t *testing.T) {
 	}
 }
 
-func TestPendingNetworkWaitsWithinGraceThenGoesCold(t *testing.T) {
+func TestPendingNetworkWaitsWithinBoundThenGoesCold(t *testing.T) {
 	f := newFixture(t, Options{})
 	tmpl, pool := f.setup("")
-	f.member("noip", tmpl, pool, false, "", nil)
+	f.vouch(pool, tmpl, f.member("noip", tmpl, pool, false, "", nil))
 	f.claim("c1")
 	res := f.mustReconcile("c1")
-	if res.RequeueAfter <= 0 || res.RequeueAfter > maxWarmWait {
+	if res.RequeueAfter <= 0 || res.RequeueAfter > warmWaitPoll {
 		t.Fatalf("RequeueAfter = %s, want a short wait for the candidate's IP", res.RequeueAfter)
 	}
 	if len(f.writes.Writes()) != 0 {
 		t.Fatalf("wrote while waiting: %v", f.writes.Writes())
 	}
-	f.now = time.Now().Add(DefaultWarmCandidateGrace + time.Second)
+	f.now = time.Now().Add(DefaultWarmWait + time.Second)
 	f.mustReconcile("c1")
 	if got := f.bound("c1"); got != "c1" {
 		t.Fatalf("after the grace the claim got %q, want a cold sandbox", got)
@@ -91,6 +91,7 @@ func TestCandidateNetworkedDuringGraceIsAdopted(t *testing.T) {
 	f := newFixture(t, Options{})
 	tmpl, pool := f.setup("")
 	sb := f.member("noip", tmpl, pool, false, "", nil)
+	f.vouch(pool, tmpl, sb)
 	f.claim("c1")
 	if res := f.mustReconcile("c1"); res.RequeueAfter == 0 {
 		t.Fatal("did not wait")

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
@@ -48,11 +49,19 @@ const ControllerName = "sandboxclaim-controller"
 // Defaults of Options.
 const (
 	DefaultWorkers = 50
-	// DefaultWarmCandidateGrace is how long a young claim waits for a pool
-	// Sandbox that exists but has no pod IP yet before creating its own.
-	DefaultWarmCandidateGrace = 2 * time.Second
-	// maxWarmWait caps one wait so a lost wake-up costs little.
-	maxWarmWait = 500 * time.Millisecond
+	// DefaultWarmWait bounds how long a claim waits in its pool's line for
+	// a member that is starting (waitline.go) before it creates its own
+	// Sandbox; members starting for longer no longer count. It is above
+	// the time a pod takes to start on a node busy refilling a pool (cold
+	// claims Ready after 38–43 s p50 on the overloaded 2-core local cluster,
+	// where a 30 s bound sent waiters cold just before their members came
+	// up, and a 90 s bound turned 20 of those 28 cold claims warm;
+	// docs/performance.md), so only a member that is stuck makes a claim
+	// go cold.
+	DefaultWarmWait = 90 * time.Second
+	// warmWaitPoll caps one wait: the informer wakes waiters when a member
+	// gets its IP, the poll only covers a lost wake-up and the bound.
+	warmWaitPoll = time.Second
 )
 
 // Options configure the claim controller.
@@ -84,8 +93,8 @@ type Options struct {
 	// AllowedLabelDomains are the label domains claims may put on pods
 	// (default sandbox.users.io).
 	AllowedLabelDomains []string
-	// WarmCandidateGrace: see DefaultWarmCandidateGrace.
-	WarmCandidateGrace time.Duration
+	// WarmWait: see DefaultWarmWait (--sandbox-claim-warm-wait).
+	WarmWait time.Duration
 	// Vetted is the registry of genuine pool members shared with the warm
 	// pool controller (nil: a private one, which only knows what this
 	// controller compared itself).
@@ -98,8 +107,8 @@ func (o *Options) defaults() {
 	if o.Workers <= 0 {
 		o.Workers = DefaultWorkers
 	}
-	if o.WarmCandidateGrace <= 0 {
-		o.WarmCandidateGrace = DefaultWarmCandidateGrace
+	if o.WarmWait <= 0 {
+		o.WarmWait = DefaultWarmWait
 	}
 	if len(o.AllowedLabelDomains) == 0 {
 		o.AllowedLabelDomains = []string{DefaultAllowedLabelDomain}
@@ -125,6 +134,9 @@ type Reconciler struct {
 	queue    *CandidateQueue
 	states   *claimStates
 	vetted   *vetting.Registry
+	// wakeups carries waiting claims to the work queue when a pass (not
+	// an informer event) changes the line; see SetupWithManager.
+	wakeups chan event.GenericEvent
 	// now is the clock; tests replace it.
 	now func() time.Time
 }
@@ -134,7 +146,7 @@ type Reconciler struct {
 // be nil.
 func NewReconciler(c client.Client, api client.Reader, recorder events.EventRecorder, opts Options) *Reconciler {
 	opts.defaults()
-	return &Reconciler{
+	r := &Reconciler{
 		client:   c,
 		api:      api,
 		recorder: recorder,
@@ -142,8 +154,11 @@ func NewReconciler(c client.Client, api client.Reader, recorder events.EventReco
 		queue:    NewCandidateQueue(),
 		states:   newClaimStates(),
 		vetted:   opts.Vetted,
+		wakeups:  make(chan event.GenericEvent, wakeupBuffer),
 		now:      time.Now,
 	}
+	r.queue.inFlight = r.starting
+	return r
 }
 
 // Queue exposes the candidate queue, for tests.
@@ -155,6 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.states.forget(req.NamespacedName, "")
+			r.leaveLine(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting claim: %w", err)
@@ -164,6 +180,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	r.cleanupLegacyPolicy(ctx, &claim)
 	if claim.DeletionTimestamp != nil {
 		// The Sandbox goes with the claim through its owner reference.
+		r.leaveLine(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	now := r.now()
@@ -331,6 +348,7 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 		return nil, 0, err
 	}
 	if sb != nil {
+		r.leaveLine(client.ObjectKeyFromObject(claim))
 		if err := r.recordAssignment(ctx, claim, sb); err != nil {
 			return sb, 0, err
 		}
@@ -356,12 +374,15 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 	if err != nil {
 		return nil, 0, err
 	}
+	coldWhy := ""
 	if plan.warm && len(claim.Spec.VolumeClaimTemplates) == 0 {
-		sb, pendingNetwork, err := r.adoptFromQueue(ctx, claim, src)
+		sb, took, err := r.adoptFromQueue(ctx, claim, src)
 		if err != nil {
+			r.queue.Release(PoolKey(claim.Namespace, claim.Spec.WarmPoolRef.Name), client.ObjectKeyFromObject(claim))
 			return nil, 0, err
 		}
 		if sb != nil {
+			r.leaveLine(client.ObjectKeyFromObject(claim))
 			r.remember(claim, sb)
 			r.adopted(claim, sb)
 			if err := r.recordAssignment(ctx, claim, sb); err != nil {
@@ -369,12 +390,9 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 			}
 			return sb, 0, r.deliverEnv(ctx, claim, sb, src)
 		}
-		if pendingNetwork {
-			if wait := r.warmWait(claim); wait > 0 {
-				r.queue.Wait(PoolKey(claim.Namespace, claim.Spec.WarmPoolRef.Name), client.ObjectKeyFromObject(claim))
-				return nil, wait, nil
-			}
-			log.FromContext(ctx).V(1).Info("warm candidates still have no pod IP after the grace period; creating a cold sandbox")
+		var wait time.Duration
+		if wait, coldWhy = r.warmWait(ctx, claim, took); wait > 0 {
+			return nil, wait, nil
 		}
 	}
 	if src.tmpl == nil {
@@ -389,6 +407,10 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 	}
 	r.remember(claim, sb)
 	r.provisioned(claim, sb)
+	if coldWhy != "" {
+		// After the create: events follow the write they explain.
+		r.event(claim, corev1.EventTypeNormal, ReasonColdStartFallback, "Provisioning", "No warm Sandbox for this claim: "+coldWhy+"; created a cold one")
+	}
 	return sb, 0, nil
 }
 
@@ -402,18 +424,6 @@ func (r *Reconciler) recordAssignment(ctx context.Context, claim *extv1beta1.San
 		return nil
 	}
 	return r.patchClaimAnnotation(ctx, claim, labels.SandboxName, sb.Name)
-}
-
-// warmWait returns how long a claim may still wait for a warm candidate.
-func (r *Reconciler) warmWait(claim *extv1beta1.SandboxClaim) time.Duration {
-	now := r.now()
-	var first time.Time
-	r.states.with(client.ObjectKeyFromObject(claim), claim.UID, now, func(st *claimState) { first = st.firstObserved })
-	left := r.opts.WarmCandidateGrace - now.Sub(first)
-	if left <= 0 {
-		return 0
-	}
-	return min(left, maxWarmWait)
 }
 
 func (r *Reconciler) adopted(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) {

@@ -207,3 +207,11 @@ type noWatch struct{ client.Client }
 func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
 	return nil, errors.New("watch not supported")
 }
+
+// vouch records sb as a member the pool controller created, as the pool
+// controller does right after its create.
+func (f *fixture) vouch(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, sb *sandboxv1beta1.Sandbox) *sandboxv1beta1.Sandbox {
+	f.t.Helper()
+	f.r.vetted.Record(pool.UID, sb.UID, template.BlueprintHash(tmpl))
+	return sb
+}

@@ -16,6 +16,14 @@ type Candidate struct {
 	HasIPs   bool
 	NodeName string
 	Created  time.Time
+	// UID and OwnerUID identify the member and the pool that controls it:
+	// only a member this process's pool controller vouched for, of the
+	// live pool, counts as in flight for waiting claims (see Take).
+	UID      types.UID
+	OwnerUID types.UID
+	// Failed: the Sandbox reports its Pod failed; it will never turn
+	// Ready, so no claim waits for it.
+	Failed bool
 	// seq breaks ties between equal creation times (one-second precision)
 	// in arrival order.
 	seq uint64
@@ -29,16 +37,22 @@ type Candidate struct {
 // Order: Ready first, then networked but not yet Ready, then the rest.
 // Among Ready candidates the node holding the most of them goes first
 // (spreading claimed sandboxes across nodes), then the oldest.
+//
+// Beside the candidates the queue keeps, per pool, the line of claims
+// waiting for a member that is still starting (waitline.go).
 type CandidateQueue struct {
-	mu     sync.Mutex
-	pools  map[string]map[string]*Candidate
-	seq    uint64
-	wakers map[string]map[types.NamespacedName]struct{}
+	mu    sync.Mutex
+	pools map[string]map[string]*Candidate
+	seq   uint64
+	lines map[string]map[types.NamespacedName]*waiter
+	// inFlight decides whether a candidate without an IP counts as a
+	// member on its way for waiting claims (nil: every one does).
+	inFlight func(*Candidate) bool
 }
 
 // NewCandidateQueue returns an empty queue.
 func NewCandidateQueue() *CandidateQueue {
-	return &CandidateQueue{pools: map[string]map[string]*Candidate{}, wakers: map[string]map[types.NamespacedName]struct{}{}}
+	return &CandidateQueue{pools: map[string]map[string]*Candidate{}, lines: map[string]map[types.NamespacedName]*waiter{}}
 }
 
 // PoolKey is the queue key of a pool.
@@ -67,7 +81,7 @@ func (q *CandidateQueue) Push(pool string, c Candidate) []types.NamespacedName {
 	if !c.HasIPs {
 		return nil
 	}
-	return q.takeWakersLocked(pool)
+	return q.wakersLocked(pool)
 }
 
 // Update refreshes c only if it is queued; it never re-adds a candidate a
@@ -84,13 +98,17 @@ func (q *CandidateQueue) Update(pool string, c Candidate) []types.NamespacedName
 	if !c.HasIPs {
 		return nil
 	}
-	return q.takeWakersLocked(pool)
+	return q.wakersLocked(pool)
 }
 
 // Pop removes and returns the best candidate of the pool, if any.
 func (q *CandidateQueue) Pop(pool string) (Candidate, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.popLocked(pool)
+}
+
+func (q *CandidateQueue) popLocked(pool string) (Candidate, bool) {
 	items := q.pools[pool]
 	if len(items) == 0 {
 		return Candidate{}, false
@@ -137,10 +155,20 @@ func better(a, b *Candidate, readyPerNode map[string]int) bool {
 }
 
 // Remove drops a candidate, e.g. when its Sandbox is deleted or claimed.
-func (q *CandidateQueue) Remove(pool, name string) {
+// It returns the waiting claims that lost the member they waited for, so
+// the caller wakes them to decide again (most go cold).
+func (q *CandidateQueue) Remove(pool, name string) []types.NamespacedName {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	c, ok := q.pools[pool][name]
+	if !ok {
+		return nil
+	}
 	delete(q.pools[pool], name)
+	if c.HasIPs {
+		return nil
+	}
+	return q.strandedLocked(pool)
 }
 
 // RemovePool drops a whole pool's queue when the pool is deleted.
@@ -148,7 +176,7 @@ func (q *CandidateQueue) RemovePool(pool string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.pools, pool)
-	delete(q.wakers, pool)
+	delete(q.lines, pool)
 }
 
 // Len returns the number of queued candidates of a pool.
@@ -177,30 +205,4 @@ func (q *CandidateQueue) Snapshot(pool string) []Candidate {
 		}
 		out = append(out, c)
 	}
-}
-
-// Wait registers a claim that found only candidates without an IP, so it is
-// woken as soon as one becomes adoptable instead of polling.
-func (q *CandidateQueue) Wait(pool string, claim types.NamespacedName) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	w := q.wakers[pool]
-	if w == nil {
-		w = map[types.NamespacedName]struct{}{}
-		q.wakers[pool] = w
-	}
-	w[claim] = struct{}{}
-}
-
-func (q *CandidateQueue) takeWakersLocked(pool string) []types.NamespacedName {
-	w := q.wakers[pool]
-	if len(w) == 0 {
-		return nil
-	}
-	out := make([]types.NamespacedName, 0, len(w))
-	for k := range w {
-		out = append(out, k)
-	}
-	delete(q.wakers, pool)
-	return out
 }

@@ -99,19 +99,38 @@ func TestQueueIsolatesPoolsAndNamespaces(t *testing.T) {
 	}
 }
 
-func TestQueueWakesWaitersWhenACandidateGetsAnIP(t *testing.T) {
+func TestQueueWakesTheHeadWaiterWhenACandidateGetsAnIP(t *testing.T) {
 	q := NewCandidateQueue()
-	w := types.NamespacedName{Namespace: "ns", Name: "claim"}
-	q.Push("ns/p", cand("a", false, false, "", 0))
-	q.Wait("ns/p", w)
-	if got := q.Push("ns/p", cand("b", false, false, "", 0)); len(got) != 0 {
-		t.Fatal("woken by a candidate without an IP")
+	c1 := types.NamespacedName{Namespace: "ns", Name: "c1"}
+	c2 := types.NamespacedName{Namespace: "ns", Name: "c2"}
+	a, b := cand("a", false, false, "", 2), cand("b", false, false, "", 1)
+	a.OwnerUID, b.OwnerUID = "pool", "pool"
+	q.Push("ns/p", a)
+	q.Push("ns/p", b)
+	for _, c := range []types.NamespacedName{c1, c2} {
+		if v := q.Take("ns/p", "pool", c, types.UID(c.Name), base).Verdict; v != Wait {
+			t.Fatalf("%s: verdict %v, want Wait", c.Name, v)
+		}
 	}
-	got := q.Update("ns/p", cand("a", false, true, "", 0))
-	if len(got) != 1 || got[0] != w {
-		t.Fatalf("woke %v, want %v", got, w)
+	a.HasIPs = true
+	got := q.Update("ns/p", a)
+	if len(got) != 1 || got[0] != c1 {
+		t.Fatalf("woke %v, want only the head of the line %v", got, c1)
 	}
-	if got := q.Update("ns/p", cand("b", true, true, "", 0)); len(got) != 0 {
-		t.Fatal("waiters woken twice")
+	// c2 is woken too early (say by its poll): c1 is ahead, so no.
+	if v := q.Take("ns/p", "pool", c2, "c2", base).Verdict; v != Wait {
+		t.Fatalf("c2 overtook c1: verdict %v", v)
+	}
+	if r := q.Take("ns/p", "pool", c1, "c1", base); r.Verdict != Took || r.Candidate.Name != "a" {
+		t.Fatalf("c1: %+v", r)
+	}
+	// c1 holds a; once it leaves the line c2 is the head.
+	q.Leave(c1)
+	if got := q.Waiting("ns/p"); len(got) != 1 || got[0] != c2 {
+		t.Fatalf("line %v", got)
+	}
+	// b is owned by another pool UID: it does not count for c3.
+	if v := q.Take("ns/p", "other-pool", types.NamespacedName{Namespace: "ns", Name: "c3"}, "c3", base).Verdict; v != Cold {
+		t.Fatalf("c3 waits on a member of another pool: %v", v)
 	}
 }

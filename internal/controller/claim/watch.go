@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -37,6 +38,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&extv1beta1.SandboxWarmPool{}, r.poolHandler()).
 		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsForTemplate),
 			builder.WithPredicates(createOnly())).
+		WatchesRawSource(source.Channel(r.wakeups, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
 }
@@ -57,6 +59,8 @@ func (r *Reconciler) observePredicate() predicate.Predicate {
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
 			r.states.forget(client.ObjectKeyFromObject(e.Object), e.Object.GetUID())
+			// A deleted waiter gives up its place in the line at once.
+			r.leaveLine(client.ObjectKeyFromObject(e.Object))
 			return true
 		},
 	}
@@ -96,7 +100,23 @@ func candidateOf(sb *sandboxv1beta1.Sandbox) Candidate {
 		HasIPs:   len(sb.Status.PodIPs) > 0,
 		NodeName: sb.Status.NodeName,
 		Created:  sb.CreationTimestamp.Time,
+		UID:      sb.UID,
+		OwnerUID: ownerUID(sb),
+		Failed:   podFailed(sb),
 	}
+}
+
+func ownerUID(sb *sandboxv1beta1.Sandbox) types.UID {
+	if ref := metav1.GetControllerOfNoCopy(sb); ref != nil {
+		return ref.UID
+	}
+	return ""
+}
+
+// podFailed: the Sandbox's Pod failed, so it never turns Ready.
+func podFailed(sb *sandboxv1beta1.Sandbox) bool {
+	c := meta.FindStatusCondition(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == sandboxv1beta1.ReasonPodFailed
 }
 
 // candidateFeeder keeps the candidate queue in step with the Sandbox
@@ -125,7 +145,7 @@ func (r *Reconciler) candidateFeeder() handler.EventHandler {
 			switch {
 			case newOK && (!oldOK || oldKey != newKey):
 				if oldOK {
-					r.queue.Remove(oldKey, o.Name)
+					wake(q, r.queue.Remove(oldKey, o.Name))
 				}
 				wake(q, r.queue.Push(newKey, candidateOf(n)))
 			case newOK:
@@ -133,13 +153,13 @@ func (r *Reconciler) candidateFeeder() handler.EventHandler {
 				// popped it and may be adopting it right now.
 				wake(q, r.queue.Update(newKey, candidateOf(n)))
 			case oldOK:
-				r.queue.Remove(oldKey, o.Name)
+				wake(q, r.queue.Remove(oldKey, o.Name))
 			}
 		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ queue) {
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
 			if sb, ok := e.Object.(*sandboxv1beta1.Sandbox); ok {
 				if p := poolName(sb); p != "" {
-					r.queue.Remove(PoolKey(sb.Namespace, p), sb.Name)
+					wake(q, r.queue.Remove(PoolKey(sb.Namespace, p), sb.Name))
 				}
 			}
 		},

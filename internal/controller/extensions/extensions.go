@@ -40,6 +40,8 @@ type Options struct {
 	ReplenishDelay time.Duration
 	// MaxRefillRate: --sandbox-warm-pool-max-refill-rate (default 0, off).
 	MaxRefillRate float64
+	// ClaimWarmWait: --sandbox-claim-warm-wait (default claim.DefaultWarmWait).
+	ClaimWarmWait time.Duration
 	// ReadinessGracePeriod: --sandbox-warm-pool-readiness-grace-period (5m).
 	ReadinessGracePeriod time.Duration
 	// UnschedulableRecheckInterval:
@@ -109,6 +111,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		DisableObservabilityAnnotations: opts.DisableClaimObservabilityAnnotations,
 		ReferenceCompatibleWrites:       opts.ReferenceCompatibleWrites,
 		AllowedLabelDomains:             opts.AllowedLabelDomains,
+		WarmWait:                        opts.ClaimWarmWait,
 		Vetted:                          vetted,
 		LateBinding:                     opts.LateBinding,
 	})
