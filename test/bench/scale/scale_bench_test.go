@@ -56,6 +56,7 @@ func startStack(tb testing.TB, nodes int, controllerArgs ...string) (*kwokstack.
 	return st, bench.ScaleConfig{
 		RestConfig:           st.Config,
 		ControllerMetricsURL: st.ControllerMetricsURL,
+		ControllerPID:        st.ControllerPID,
 		StopController:       st.StopController,
 		StartController:      st.StartController,
 		Timeout:              20 * time.Minute,
