@@ -49,6 +49,12 @@ type ScaleConfig struct {
 	// ControllerMetricsURL returns the running controller's /metrics
 	// (it changes across a restart); nil or "" skips controller figures.
 	ControllerMetricsURL func() string
+	// ControllerPID returns the running controller's process ID (0 when
+	// stopped). When set, peak RSS is sampled from /proc instead of by
+	// scraping /metrics 5 times a second: each scrape runs the
+	// agent_sandboxes collector over every cached Sandbox, a cost that
+	// grows with the pool and would be charged to the claims.
+	ControllerPID func() int
 	// StopController and StartController restart the controller (the
 	// restart scenario needs both).
 	StopController  func()
@@ -212,7 +218,7 @@ func (cfg *ScaleConfig) begin(ctx context.Context) *window {
 	if w.ctrlURL != "" {
 		w.ctrl0, _ = scrapeURL(ctx, w.ctrlURL, ctrlMetrics...)
 	}
-	w.peak = newPeakSampler(ctx, w.ctrlURL)
+	w.peak = cfg.peakSampler(ctx)
 	return w
 }
 
@@ -442,7 +448,8 @@ func RunRestart(ctx context.Context, cfg ScaleConfig, n int, writeWindow time.Du
 	if err := cfg.StartController(ctx); err != nil {
 		return nil, err
 	}
-	w.peak = newPeakSampler(ctx, cfg.ControllerMetricsURL())
+	w.peak.stop() // begin's sampler saw no controller
+	w.peak = cfg.peakSampler(ctx)
 	started := time.Since(start)
 	// The first claim: created the moment the controller process is up.
 	ns := ScaleNamespace(0)

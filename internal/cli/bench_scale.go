@@ -64,7 +64,7 @@ func runScale(ctx context.Context, cmd *cobra.Command, scenario, output string, 
 	}
 	defer func() { _ = st.Stop() }()
 	cfg := bench.ScaleConfig{
-		RestConfig: st.Config, ControllerMetricsURL: st.ControllerMetricsURL,
+		RestConfig: st.Config, ControllerMetricsURL: st.ControllerMetricsURL, ControllerPID: st.ControllerPID,
 		StopController: st.StopController, StartController: st.StartController,
 		Timeout: 30 * time.Minute, Log: errOut,
 	}

@@ -326,6 +326,19 @@ func (s *Stack) ControllerMetricsURL() string {
 	return s.metricsURL
 }
 
+// ControllerPID is the running controller's process ID (0 when it is
+// stopped). Benchmarks read its RSS from /proc rather than scraping
+// /metrics, which would cost the controller CPU in proportion to the
+// Sandboxes its collectors count.
+func (s *Stack) ControllerPID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.controller == nil || s.controller.cmd.Process == nil {
+		return 0
+	}
+	return s.controller.cmd.Process.Pid
+}
+
 // StartController starts the controller process (--extensions, no leader
 // election) and waits until its metrics endpoint serves (the manager is
 // up; its caches may still be syncing).

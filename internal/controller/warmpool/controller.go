@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,6 +128,15 @@ type Reconciler struct {
 	// poolUIDs maps pool keys to UIDs, to drop a deleted pool's records
 	// from the vetting registry.
 	poolUIDs map[string]types.UID
+
+	// members is the incremental member accounting (tally.go). It is used
+	// only once sandboxHandler has been built (tracking), since without
+	// the handler's records the totals would miss every change.
+	members  *memberTracker
+	tracking atomic.Bool
+	// fullPasses and incrementalPasses count passes, for tests and
+	// benchmarks.
+	fullPasses, incrementalPasses atomic.Int64
 }
 
 // NewReconciler returns a Reconciler. recorder may be nil (no events).
@@ -140,6 +150,7 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 		shaper:          newRefillShaper(opts.ReplenishDelay, opts.MaxRefillRate),
 		vetted:          opts.Vetted,
 		poolUIDs:        map[string]types.UID{},
+		members:         newMemberTracker(),
 		now:             time.Now,
 		notProgressing:  map[string]bool{},
 		templateMissing: map[string]bool{},
@@ -194,13 +205,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// two would satisfy the expectations while the list still lacks the
 	// Sandbox it reports, and the pass would create it a second time.
 	observed := r.exp.Satisfied(key)
-	items, err := r.listMembers(ctx, &pool)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	// Taken after the expectations are read, for the same reason: a
+	// create observed by then has been recorded by then (tally.go).
+	snap := r.members.take(key)
 	ti, tmplErr := r.template(ctx, &pool)
 	if tmplErr != nil && !apierrors.IsNotFound(tmplErr) {
 		errs = append(errs, tmplErr)
+	}
+	if r.tracking.Load() && snap.incrementalOK(&pool, ti, now) {
+		if res, err, done := r.incrementalPass(ctx, key, &pool, ti, &snap, observed, now); done {
+			return res, err
+		}
+	}
+	r.fullPasses.Add(1)
+	r.members.unsync(key) // until this pass has counted
+	items, err := r.listMembers(ctx, &pool)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 
 	// 1. Sort members; under Recreate (and for forged orphans) delete the
@@ -230,6 +251,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, sb := range deleted {
 		if poolControlled(sb, &pool) {
 			m.terminating++
+			m.terminatingUIDs = append(m.terminatingUIDs, sb.UID)
 		}
 	}
 	if len(deleted) > 0 {
@@ -266,11 +288,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case current > desired:
 		deleted, wait, err := r.deleteExcess(ctx, key, &pool, active, min(current-desired, r.opts.MaxBatchSize), observed)
 		current -= len(deleted)
+		gone := make(map[types.UID]bool, len(deleted))
 		for _, sb := range deleted {
 			if isReady(sb) {
 				ready--
 			}
+			gone[sb.UID] = true
+			m.terminatingUIDs = append(m.terminatingUIDs, sb.UID)
 		}
+		active = slices.DeleteFunc(active, func(sb *sandboxv1beta1.Sandbox) bool { return gone[sb.UID] })
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -291,7 +317,106 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := joinErrs(errs); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Later passes may count from here if this one saw everything: no
+	// member left for a later batch, none held as unschedulable (whose
+	// events only a full pass reports).
+	if ti != nil && len(later) == 0 && health.unschedulable == 0 {
+		r.members.synced(key, &pool, ti, r.countMembers(active, m.terminatingUIDs), now)
+	}
 	return ctrl.Result{RequeueAfter: soonest(requeue)}, nil
+}
+
+// countMembers builds the totals of a full pass.
+func (r *Reconciler) countMembers(active []*sandboxv1beta1.Sandbox, terminatingUIDs []types.UID) tally {
+	t := newTally()
+	for _, sb := range active {
+		if isReady(sb) {
+			t.set(sb.UID, activeReady, time.Time{})
+		} else {
+			t.set(sb.UID, activeUnready, sb.CreationTimestamp.Add(r.opts.ReadinessGracePeriod+graceSlack))
+		}
+	}
+	for _, uid := range terminatingUIDs {
+		t.set(uid, terminating, time.Time{})
+	}
+	return t
+}
+
+// incrementalPass re-classifies only the members changed since the last
+// pass and acts on the running totals (tally.go). done is false when a
+// change needs a full pass; nothing has been written then.
+func (r *Reconciler) incrementalPass(ctx context.Context, key string, pool *extv1beta1.SandboxWarmPool, ti *templateInfo, snap *snapshot, observed bool, now time.Time) (res ctrl.Result, err error, done bool) {
+	type change struct {
+		uid types.UID
+		c   memberClass
+		due time.Time
+	}
+	changes := make([]change, 0, len(snap.dirty))
+	for uid, name := range snap.dirty {
+		var sb sandboxv1beta1.Sandbox
+		// Read back from the cache, which is at least as new as the event.
+		switch err := r.client.Get(ctx, name, &sb); {
+		case apierrors.IsNotFound(err):
+			changes = append(changes, change{uid: uid, c: notMember})
+			continue
+		case err != nil:
+			return ctrl.Result{}, nil, false
+		}
+		if sb.UID != uid {
+			// The name was reused: the old member is gone; the new
+			// Sandbox has events of its own.
+			changes = append(changes, change{uid: uid, c: notMember})
+			continue
+		}
+		c, d, ok := r.quickClass(key, pool, ti, &sb, now)
+		if !ok {
+			return ctrl.Result{}, nil, false
+		}
+		changes = append(changes, change{uid, c, d})
+	}
+	t := snap.track.t
+	for _, ch := range changes {
+		t.set(ch.uid, ch.c, ch.due)
+	}
+	desired := int(pool.DesiredReplicas())
+	current, total, ready := t.active, t.active+t.terminatingN, t.ready
+	if current > desired {
+		// Choosing what to delete needs every member: a full pass.
+		r.members.unsync(key)
+		return ctrl.Result{}, nil, false
+	}
+	r.incrementalPasses.Add(1)
+	r.members.advanced(key, t)
+	var requeue []time.Duration
+	// A young unready member is looked at again (by a full pass) when its
+	// readiness grace runs out, as checkHealth's recheck does.
+	if due := t.nextDue(); !due.IsZero() {
+		requeue = append(requeue, max(due.Sub(now), time.Millisecond))
+	}
+	var errs []error
+	hold := r.shaper.hold(key, current, desired, now)
+	switch {
+	case total < desired && hold > 0:
+		requeue = append(requeue, hold)
+	case total < desired:
+		created, wait, err := r.createDeficit(ctx, key, pool, ti, min(desired-total, r.opts.MaxBatchSize), now, observed)
+		current += created
+		if err != nil {
+			errs = append(errs, err)
+		}
+		requeue = append(requeue, wait)
+	}
+	r.reportTemplate(pool, nil)
+	wait, err := r.writeStatus(ctx, key, pool, computeStatus(pool, current, ready), now)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	requeue = append(requeue, wait)
+	if err := joinErrs(errs); err != nil {
+		r.members.unsync(key)
+		return ctrl.Result{}, err, true
+	}
+	return ctrl.Result{RequeueAfter: soonest(requeue)}, nil, true
 }
 
 // template reads the pool's template. NotFound is returned for reporting
@@ -418,6 +543,7 @@ func (r *Reconciler) event(pool *extv1beta1.SandboxWarmPool, typ, reason, action
 // forget drops all in-memory state of a pool that is gone.
 func (r *Reconciler) forget(key string) {
 	r.exp.Forget(key)
+	r.members.forget(key)
 	r.shaper.forget(key)
 	r.mu.Lock()
 	delete(r.notProgressing, key)

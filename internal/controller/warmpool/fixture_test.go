@@ -55,7 +55,7 @@ func (f *fakeRecorder) byReason(reason string) []recordedEvent {
 // event handler is wired to that informer (so expectations are lowered by
 // real watch events) but reconciles only run when the test calls them.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	r      *Reconciler
 	c      client.Client
 	ns     string
@@ -64,7 +64,7 @@ type fixture struct {
 	now    time.Time
 }
 
-func newFixture(t *testing.T, opts Options) *fixture {
+func newFixture(t testing.TB, opts Options) *fixture {
 	t.Helper()
 	testenv.SkipShort(t)
 	f := &fixture{t: t, writes: &exttest.WriteCounter{}, rec: &fakeRecorder{}}

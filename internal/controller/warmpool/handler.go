@@ -58,10 +58,16 @@ func adoptedMember(obj client.Object) (types.NamespacedName, bool) {
 // pending creations, a deleted one clears its pending deletion. Doing this
 // in the handler (not in Reconcile) is what makes the expectations exact:
 // every event is seen once, in order, whether or not a reconcile runs.
+//
+// It also records each changed member for the incremental accounting
+// (tally.go), always before lowering an expectation: a pass that finds
+// the expectations satisfied must find the member recorded too.
 func (r *Reconciler) sandboxHandler() handler.EventHandler {
+	r.tracking.Store(true)
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
 			if pool, ok := controllingPool(e.Object); ok {
+				r.recordMember(pool, e.Object)
 				if r.isOwnMember(ctx, pool, e.Object) {
 					r.exp.CreationObserved(pool.String())
 				}
@@ -73,6 +79,7 @@ func (r *Reconciler) sandboxHandler() handler.EventHandler {
 				// it (a watch dropped under load and re-listed): the create
 				// is observed all the same, or the pool would wait for the
 				// expectations timeout.
+				r.recordMember(pool, e.Object)
 				r.exp.CreationObserved(pool.String())
 				enqueueMember(q, pool)
 				return
@@ -85,9 +92,11 @@ func (r *Reconciler) sandboxHandler() handler.EventHandler {
 			oldPool, oldOK := controllingPool(e.ObjectOld)
 			newPool, newOK := controllingPool(e.ObjectNew)
 			if oldOK {
+				r.recordMember(oldPool, e.ObjectNew)
 				enqueueMember(q, oldPool)
 			}
 			if newOK && (!oldOK || newPool != oldPool) {
+				r.recordMember(newPool, e.ObjectNew)
 				enqueueMember(q, newPool)
 			}
 			if !newOK && e.ObjectNew.GetDeletionTimestamp() == nil {
@@ -96,12 +105,14 @@ func (r *Reconciler) sandboxHandler() handler.EventHandler {
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
 			if pool, ok := controllingPool(e.Object); ok {
+				r.recordMember(pool, e.Object)
 				r.exp.DeletionObserved(pool.String(), e.Object.GetUID())
 				enqueueMember(q, pool)
 			}
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
 			if pool, ok := controllingPool(e.Object); ok {
+				r.members.markFull(pool.String())
 				enqueueMember(q, pool)
 			}
 		},
@@ -142,7 +153,15 @@ func (r *Reconciler) enqueueLabelledPools(ctx context.Context, obj client.Object
 	}
 	for i := range pools.Items {
 		if labels.NameHash(pools.Items[i].Name) == hash {
+			// An orphan to adopt or delete: only a full pass does that.
+			r.members.markFull(client.ObjectKeyFromObject(&pools.Items[i]).String())
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pools.Items[i])})
 		}
 	}
+}
+
+// recordMember notes a changed member of pool for the incremental
+// accounting; the pass reads it back from the cache by name.
+func (r *Reconciler) recordMember(pool types.NamespacedName, obj client.Object) {
+	r.members.record(pool.String(), obj.GetUID(), client.ObjectKeyFromObject(obj))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +30,9 @@ type membership struct {
 	// the cache has not shown yet; they count against the target so that a
 	// replacement is not created while the original still exists.
 	terminating int
+	// terminatingUIDs are the terminating members the cache shows (the
+	// tally tracks them until their delete events).
+	terminatingUIDs []types.UID
 	// stale are members to delete for a Recreate rollout (or forged
 	// orphans).
 	stale []*sandboxv1beta1.Sandbox
@@ -77,10 +81,12 @@ func (r *Reconciler) classify(ctx context.Context, key string, pool *extv1beta1.
 		case sb.DeletionTimestamp != nil:
 			if owned {
 				m.terminating++
+				m.terminatingUIDs = append(m.terminatingUIDs, sb.UID)
 			}
 			continue
 		case owned && r.exp.IsPendingDeletion(key, sb.UID):
 			m.terminating++
+			m.terminatingUIDs = append(m.terminatingUIDs, sb.UID)
 			continue
 		case ctrlRef != nil && !owned:
 			continue
@@ -218,4 +224,43 @@ func joinErrs(errs []error) error {
 		return errs[0]
 	}
 	return fmt.Errorf("%w (and %d more errors)", errs[0], len(errs)-1)
+}
+
+// quickClass is classify and checkHealth for one Sandbox as the
+// incremental pass sees it (sb nil: gone from the cache). ok is false
+// when the member needs what only a full pass does (adopt an orphan,
+// delete a forged or stale member, set the warm label, replace a member
+// stuck past its grace); then nothing of the pass's changes is applied.
+// dueAt is when a young unready member's grace runs out.
+func (r *Reconciler) quickClass(key string, pool *extv1beta1.SandboxWarmPool, ti *templateInfo, sb *sandboxv1beta1.Sandbox, now time.Time) (c memberClass, dueAt time.Time, ok bool) {
+	// Only what listMembers would list is a member.
+	if sb == nil || sb.Labels[labels.WarmPoolSandbox] != labels.NameHash(pool.Name) {
+		return notMember, time.Time{}, true
+	}
+	owned := poolControlled(sb, pool)
+	ctrlRef := metav1.GetControllerOfNoCopy(sb)
+	switch {
+	case sb.DeletionTimestamp != nil:
+		if owned {
+			return terminating, time.Time{}, true
+		}
+		return notMember, time.Time{}, true
+	case owned && r.exp.IsPendingDeletion(key, sb.UID):
+		return terminating, time.Time{}, true
+	case ctrlRef != nil && !owned:
+		return notMember, time.Time{}, true
+	case ctrlRef == nil:
+		return notMember, time.Time{}, false // an orphan: adopt or delete
+	}
+	recreate := pool.Strategy() == extv1beta1.RecreateUpdateStrategyType
+	if r.judge(pool, ti, sb, false, recreate) != keep || sb.Labels[labels.LaunchType] != labels.LaunchTypeWarm {
+		return notMember, time.Time{}, false
+	}
+	if isReady(sb) {
+		return activeReady, time.Time{}, true
+	}
+	if now.Sub(sb.CreationTimestamp.Time) > r.opts.ReadinessGracePeriod {
+		return notMember, time.Time{}, false // stuck, or held as unschedulable
+	}
+	return activeUnready, sb.CreationTimestamp.Add(r.opts.ReadinessGracePeriod + graceSlack), true
 }

@@ -58,6 +58,7 @@ func startStack(tb testing.TB, nodes int, controllerArgs ...string) (*kwokstack.
 	return st, bench.ScaleConfig{
 		RestConfig:           st.Config,
 		ControllerMetricsURL: st.ControllerMetricsURL,
+		ControllerPID:        st.ControllerPID,
 		StopController:       st.StopController,
 		StartController:      st.StartController,
 		Timeout:              20 * time.Minute,
@@ -230,8 +231,22 @@ func verdict(r *bench.ScaleResult) string {
 // for 10 s: RSS per 1k Sandboxes, controller CPU per claim, claim latency.
 func BenchmarkGrowth(b *testing.B) {
 	for range b.N {
-		_, cfg := startStack(b, 100)
+		st, cfg := startStack(b, 100, "--enable-pprof")
+		var profiles sync.WaitGroup
+		if dir := os.Getenv("AGENT_SANDBOX_SCALE_PROFILE"); dir != "" {
+			// A controller CPU profile over each size's claim window: where
+			// the cost per claim goes as the pools grow.
+			sz := sizes(b)
+			step := 0
+			cfg.BeforeClaims = func(ctx context.Context) {
+				path := filepath.Join(dir, fmt.Sprintf("controller-%d.pprof", sz[min(step, len(sz)-1)]))
+				step++
+				profiles.Add(1)
+				go func() { defer profiles.Done(); saveProfile(b, st.ControllerMetricsURL(), path) }()
+			}
+		}
 		rs, err := bench.RunGrowth(context.Background(), cfg, sizes(b))
+		profiles.Wait()
 		if err != nil {
 			b.Fatal(err)
 		}
