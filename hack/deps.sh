@@ -57,11 +57,15 @@ run_build "local-path-provisioner" hack/localpath/build.sh
 
 pause="$CACHE/bin/pause/pause"
 src=internal/localcluster/pause/main.go
-if [ ! -x "$pause" ] || [ "$src" -nt "$pause" ]; then
+# Rebuilt when its source changes by content (a fresh clone's mtimes are
+# all new).
+src_sum="$(sha256sum "$src" | cut -d' ' -f1)"
+if [ ! -x "$pause" ] || [ "$(cat "$pause.source-sha256" 2>/dev/null)" != "$src_sum" ]; then
   mkdir -p "$(dirname "$pause")"
   CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$pause.tmp" ./internal/localcluster/pause \
     || fail "building the pause binary failed (see above)"
   mv "$pause.tmp" "$pause"
+  echo "$src_sum" > "$pause.source-sha256"
 fi
 step "pause: $pause"
 step "done"
