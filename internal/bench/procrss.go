@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // peakSampler returns the window's RSS sampler: from /proc when the
@@ -23,24 +22,14 @@ func (cfg *ScaleConfig) peakSampler(ctx context.Context) *peakSampler {
 // newProcPeakSampler samples the resident set of the process pid names
 // (asked on every tick, so it follows a restart) every 200 ms.
 func newProcPeakSampler(pid func() int) *peakSampler {
-	s := &peakSampler{stopCh: make(chan struct{}), done: make(chan float64, 1)}
-	go func() {
-		peak := 0.0
-		for {
-			if p := pid(); p > 0 {
-				if rss, err := ProcRSS(p); err == nil && rss > peak {
-					peak = rss
-				}
-			}
-			select {
-			case <-s.stopCh:
-				s.done <- peak
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
+	return samplePeak(func() (float64, bool) {
+		p := pid()
+		if p <= 0 {
+			return 0, false
 		}
-	}()
-	return s
+		rss, err := ProcRSS(p)
+		return rss, err == nil
+	})
 }
 
 // ProcRSS reads a process's resident set size in bytes (VmRSS of

@@ -21,3 +21,17 @@ func TestParseVmRSS(t *testing.T) {
 		t.Fatalf("ProcRSS(self) = %v, %v", rss, err)
 	}
 }
+
+// The samplers share one loop: a reader that reports keeps its highest
+// value, no PID (or no metrics URL) gives 0 once stopped.
+func TestPeakSamplers(t *testing.T) {
+	if got := newProcPeakSampler(os.Getpid).stop(); got <= 0 {
+		t.Errorf("peak RSS of this process = %v, want > 0", got)
+	}
+	if got := newProcPeakSampler(func() int { return 0 }).stop(); got != 0 {
+		t.Errorf("peak RSS without a PID = %v, want 0", got)
+	}
+	if got := newPeakSampler(t.Context(), "").stop(); got != 0 {
+		t.Errorf("peak RSS without a metrics URL = %v, want 0", got)
+	}
+}

@@ -569,19 +569,32 @@ func (t *tracker) observe(claim *extv1beta1.SandboxClaim, now time.Time) {
 	}
 }
 
-// peakSampler polls a metrics endpoint for the highest RSS.
+// peakSampler keeps the highest RSS seen while it runs.
 type peakSampler struct {
 	stopCh chan struct{}
 	done   chan float64
 }
 
+// newPeakSampler polls a metrics endpoint (none when url is empty).
 func newPeakSampler(ctx context.Context, url string) *peakSampler {
+	if url == "" {
+		return samplePeak(nil)
+	}
+	return samplePeak(func() (float64, bool) {
+		_, rss, err := ScrapeProcess(ctx, url)
+		return rss, err == nil
+	})
+}
+
+// samplePeak calls read every 200 ms until stop and keeps the highest value
+// it reports; with a nil read it only waits for stop (peak 0).
+func samplePeak(read func() (float64, bool)) *peakSampler {
 	s := &peakSampler{stopCh: make(chan struct{}), done: make(chan float64, 1)}
 	go func() {
 		peak := 0.0
-		for url != "" {
-			if _, rss, err := ScrapeProcess(ctx, url); err == nil && rss > peak {
-				peak = rss
+		for read != nil {
+			if v, ok := read(); ok && v > peak {
+				peak = v
 			}
 			select {
 			case <-s.stopCh:
