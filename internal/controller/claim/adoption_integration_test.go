@@ -245,7 +245,17 @@ func TestStatusConflictDroppedAndRecovered(t *testing.T) {
 	f.funcs.SubResourcePatch = nil
 	// Even with its memory of the claim gone (as after a restart), the
 	// controller finds the adopted sandbox through its owner reference
-	// instead of adopting a second one.
+	// instead of adopting a second one. A restarted controller lists
+	// before it reconciles, so its cache holds the adoption patch: wait
+	// for this cache to hold it too, as the restart would.
+	adopted := &sandboxv1beta1.Sandbox{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "a"}, adopted); err != nil {
+		t.Fatal(err)
+	}
+	if !controlledBy(adopted, f.getClaim("c1")) {
+		t.Fatalf("the conflicting pass did not adopt a: owners %+v", adopted.OwnerReferences)
+	}
+	f.cachedObj(adopted)
 	f.r.states.forget(client.ObjectKey{Namespace: f.ns, Name: "c1"}, "")
 	f.r.queue.Push(PoolKey(f.ns, "pool"), Candidate{Name: "b", Ready: true, HasIPs: true})
 	eventually(t, func() error {
