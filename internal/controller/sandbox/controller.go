@@ -10,16 +10,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/expectations"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
@@ -69,9 +71,25 @@ type Reconciler struct {
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 
+	// apiReader reads past the informer cache, for the one question the
+	// cache cannot answer yet: whose is the object a create just collided
+	// with?
+	apiReader client.Reader
+	// exp holds the creates and deletes of children the cache has not shown
+	// yet (handler.go feeds it); a pass waits until they are seen.
+	exp *expectations.Children
+
 	clock  *writeClock
 	behind *writeBehind
 }
+
+// childWriteTimeout bounds how long unobserved child writes hold a Sandbox
+// back. Informer events are not lost in practice (a relist replays what a
+// dropped watch missed), so this only matters for a child created and
+// deleted again inside a watch outage; a pass that runs after it on a
+// stale cache at worst repeats a create, which then gets AlreadyExists and
+// is recognised as ours.
+const childWriteTimeout = time.Minute
 
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes/status;sandboxes/finalizers,verbs=get;update;patch
@@ -101,30 +119,39 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		return fmt.Errorf("indexing pods by sandbox name hash: %w", err)
 	}
 	r := &Reconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder(ControllerName),
-		Options:  opts,
-		clock:    newWriteClock(),
-		behind:   newWriteBehind(opts.WriteBehindWindow),
+		Client:    mgr.GetClient(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder(ControllerName),
+		Options:   opts,
+		apiReader: mgr.GetAPIReader(),
+		exp:       expectations.NewChildren(childWriteTimeout),
+		clock:     newWriteClock(),
+		behind:    newWriteBehind(opts.WriteBehindWindow),
 	}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
 		rec = wrap(r)
 	}
-	// Only children that carry the tracking label can be ours; everything
-	// else in the cluster is noise for this controller.
-	tracked := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		_, ok := o.GetLabels()[labels.SandboxNameHash]
-		return ok
-	})
+	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &sandboxv1beta1.Sandbox{}, handler.OnlyControllerOwner())
+	children := func(kind string, updates bool) handler.EventHandler {
+		return childEvents{kind: kind, exp: r.exp, owner: owner, updates: updates}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sandbox").
 		For(&sandboxv1beta1.Sandbox{}, builder.WithPredicates(sandboxChanged())).
-		Owns(&corev1.Pod{}, builder.WithPredicates(tracked)).
-		Owns(&corev1.Service{}, builder.WithPredicates(tracked)).
+		Watches(&corev1.Pod{}, children(kindPod, true)).
+		Watches(&corev1.Service{}, children(kindService, true)).
+		// PVC events only feed expectations (and wake a pass waiting on one).
+		Watches(&corev1.PersistentVolumeClaim{}, children(kindPVC, false)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(rec)
+}
+
+// forget drops the per-Sandbox state of a Sandbox that is gone or going.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.clock.drop(key)
+	r.behind.clear(key)
+	r.exp.Forget(key.String())
 }
 
 func (r *Reconciler) now() time.Time {
@@ -139,17 +166,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	sb := &sandboxv1beta1.Sandbox{}
 	if err := r.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.clock.drop(req.NamespacedName)
-			r.behind.clear(req.NamespacedName)
+			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting sandbox: %w", err)
 	}
 	// Deletion cascades through owner references; there is nothing to do.
 	if sb.DeletionTimestamp != nil {
-		r.clock.drop(req.NamespacedName)
-		r.behind.clear(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
+	}
+	// A child this controller created or deleted is not in the cache yet:
+	// acting now would read it as missing (create it again) or still there
+	// (delete it again). The child's informer event enqueues this Sandbox
+	// once it lands, so wait for that without writing anything; the
+	// requeue is only the fallback for an event that never comes.
+	if wait := r.exp.Wait(sandboxKey(sb.Namespace, sb.Name), sb.UID); wait > 0 {
+		log.FromContext(ctx).V(1).Info("waiting for the cache to show our writes", "pending", r.exp.Pending(sandboxKey(sb.Namespace, sb.Name), sb.UID))
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	ctx, span := tracing.Start(ctx, sb, "ReconcileSandbox")
 	defer func() { tracing.End(span, err) }()

@@ -60,10 +60,10 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb *sandboxv1beta1.Sa
 	if podName == "" {
 		podName = sb.Name
 	}
-	if err := r.deleteIfOwned(ctx, sb, &corev1.Pod{}, podName); err != nil {
+	if err := r.deleteIfOwned(ctx, sb, kindPod, &corev1.Pod{}, podName); err != nil {
 		errs = append(errs, err)
 	}
-	if err := r.deleteIfOwned(ctx, sb, &corev1.Service{}, sb.Name); err != nil {
+	if err := r.deleteIfOwned(ctx, sb, kindService, &corev1.Service{}, sb.Name); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -84,7 +84,7 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb *sandboxv1beta1.Sa
 }
 
 // deleteIfOwned deletes a child only when this Sandbox controls it.
-func (r *Reconciler) deleteIfOwned(ctx context.Context, sb *sandboxv1beta1.Sandbox, obj client.Object, name string) error {
+func (r *Reconciler) deleteIfOwned(ctx context.Context, sb *sandboxv1beta1.Sandbox, kind string, obj client.Object, name string) error {
 	err := r.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -99,8 +99,7 @@ func (r *Reconciler) deleteIfOwned(ctx context.Context, sb *sandboxv1beta1.Sandb
 	if obj.GetDeletionTimestamp() != nil {
 		return nil
 	}
-	uid := obj.GetUID()
-	if err := r.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.deleteChild(ctx, sb, kind, obj); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %q: %w", name, err)
 	}
 	return nil

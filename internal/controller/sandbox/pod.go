@@ -135,7 +135,7 @@ func (r *Reconciler) suspendPod(ctx context.Context, sb *sandboxv1beta1.Sandbox,
 					res.deferred = wait
 					return res, err
 				}
-				if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+				if err := r.deleteChild(ctx, sb, kindPod, pod); err != nil && !apierrors.IsNotFound(err) {
 					return res, fmt.Errorf("failed to delete pod: %w", err)
 				}
 				r.Recorder.Eventf(sb, pod, corev1.EventTypeNormal, "Suspending", "Suspend", "Deleting Pod %q to suspend the Sandbox", pod.Name)
@@ -220,12 +220,13 @@ func (r *Reconciler) reconcileExistingPod(ctx context.Context, sb *sandboxv1beta
 func (r *Reconciler) createPod(ctx context.Context, sb *sandboxv1beta1.Sandbox) (podResult, error) {
 	pod := buildPod(sb)
 	r.restoreIntoPod(sb, pod)
-	err := r.Create(ctx, pod, client.FieldOwner(ControllerName))
+	err := r.createChild(ctx, sb, kindPod, pod)
 	if apierrors.IsAlreadyExists(err) {
-		// Our cache has not seen it yet, or someone else made it: the
-		// adoption rules decide.
-		existing := &corev1.Pod{}
-		if err := r.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
+		// Our cache has not seen it yet: ours from an earlier pass (its
+		// owner UID says so, and it is used as it is), or someone else's,
+		// which the adoption rules decide on.
+		existing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+		if err := r.readExisting(ctx, sb, kindPod, existing); err != nil {
 			return podResult{}, fmt.Errorf("getting existing pod %q: %w", pod.Name, err)
 		}
 		return r.reconcileExistingPod(ctx, sb, existing)

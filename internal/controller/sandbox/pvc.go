@@ -40,39 +40,56 @@ func (r *Reconciler) reconcilePVC(ctx context.Context, sb *sandboxv1beta1.Sandbo
 	name := pvcName(t.Name, sb.Name)
 	existing := &corev1.PersistentVolumeClaim{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, existing)
-	if err == nil {
-		switch c := metav1.GetControllerOf(existing); {
-		case c != nil && c.UID == sb.UID:
+	if apierrors.IsNotFound(err) {
+		err = r.createChild(ctx, sb, kindPVC, buildPVC(sb, t))
+		if err == nil {
 			return nil
-		case c != nil:
-			return foreignOwnerError("PVC", name, existing, sb)
-		case !adoptable(existing, sb):
-			return fmt.Errorf("cannot adopt unowned PVC %q: missing required pool authorization label (%q) or sandbox tracking label (%q)",
-				name, labels.Adoptable, labels.SandboxNameHash)
 		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"ownerReferences": append(append([]metav1.OwnerReference(nil), existing.OwnerReferences...), ownerRef(sb)),
-			"resourceVersion": existing.ResourceVersion,
-		}})
-		if err != nil {
-			return fmt.Errorf("encoding PVC patch: %w", err)
+		if !apierrors.IsAlreadyExists(err) {
+			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "FailedCreatePVC", "Create", "Error creating PVC %q: %v", name, err)
+			return fmt.Errorf("creating PVC %q: %w", name, err)
 		}
-		if err := r.Patch(ctx, existing, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return fmt.Errorf("adopting PVC %q: %w", name, err)
-		}
-		return nil
+		// The cache has not seen it yet: the ownership rules below decide
+		// on what is there, so a foreign claim is reported at once rather
+		// than mounted.
+		existing = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: name}}
+		err = r.readExisting(ctx, sb, kindPVC, existing)
 	}
-	if !apierrors.IsNotFound(err) {
+	if err != nil {
 		return fmt.Errorf("getting PVC %q: %w", name, err)
 	}
+	switch c := metav1.GetControllerOf(existing); {
+	case c != nil && c.UID == sb.UID:
+		return nil
+	case c != nil:
+		return foreignOwnerError("PVC", name, existing, sb)
+	case !adoptable(existing, sb):
+		return fmt.Errorf("cannot adopt unowned PVC %q: missing required pool authorization label (%q) or sandbox tracking label (%q)",
+			name, labels.Adoptable, labels.SandboxNameHash)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"ownerReferences": append(append([]metav1.OwnerReference(nil), existing.OwnerReferences...), ownerRef(sb)),
+		"resourceVersion": existing.ResourceVersion,
+	}})
+	if err != nil {
+		return fmt.Errorf("encoding PVC patch: %w", err)
+	}
+	if err := r.Patch(ctx, existing, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("adopting PVC %q: %w", name, err)
+	}
+	return nil
+}
+
+// buildPVC renders the claim of template t for a Sandbox.
+func buildPVC(sb *sandboxv1beta1.Sandbox, t sandboxv1beta1.PersistentVolumeClaimTemplate) *corev1.PersistentVolumeClaim {
 	l := maps.Clone(t.Labels)
 	if l == nil {
 		l = map[string]string{}
 	}
 	l[labels.SandboxNameHash] = labels.NameHash(sb.Name)
-	pvc := &corev1.PersistentVolumeClaim{
+	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            name,
+			Name:            pvcName(t.Name, sb.Name),
 			Namespace:       sb.Namespace,
 			Labels:          l,
 			Annotations:     maps.Clone(t.Annotations),
@@ -80,9 +97,4 @@ func (r *Reconciler) reconcilePVC(ctx context.Context, sb *sandboxv1beta1.Sandbo
 		},
 		Spec: *t.Spec.DeepCopy(),
 	}
-	if err := r.Create(ctx, pvc, client.FieldOwner(ControllerName)); err != nil && !apierrors.IsAlreadyExists(err) {
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "FailedCreatePVC", "Create", "Error creating PVC %q: %v", name, err)
-		return fmt.Errorf("creating PVC %q: %w", name, err)
-	}
-	return nil
 }

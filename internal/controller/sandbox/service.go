@@ -33,14 +33,20 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *sandboxv1beta1.Sa
 			return nil, nil
 		}
 		svc = buildService(sb)
-		if err := r.Create(ctx, svc, client.FieldOwner(ControllerName)); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return nil, fmt.Errorf("service %q appeared concurrently; retrying: %w", sb.Name, err)
-			}
+		err = r.createChild(ctx, sb, kindService, svc)
+		if err == nil {
+			return svc, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
 			r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, "FailedCreateService", "Create", "Error creating Service %q: %v", sb.Name, err)
 			return nil, fmt.Errorf("creating service %q: %w", sb.Name, err)
 		}
-		return svc, nil
+		// The cache has not seen it yet: the ownership rules below decide
+		// on what is there (ours is kept, a foreign one reported).
+		svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: sb.Name}}
+		if err = r.readExisting(ctx, sb, kindService, svc); err != nil {
+			return nil, fmt.Errorf("getting existing service %q: %w", sb.Name, err)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("getting service %q: %w", sb.Name, err)
@@ -50,7 +56,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *sandboxv1beta1.Sa
 	switch c := metav1.GetControllerOf(svc); {
 	case c != nil && c.UID == sb.UID:
 		if want != nil && !*want {
-			if err := r.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); err != nil && !apierrors.IsNotFound(err) {
+			if err := r.deleteChild(ctx, sb, kindService, svc); err != nil && !apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("deleting service %q: %w", sb.Name, err)
 			}
 			return nil, nil

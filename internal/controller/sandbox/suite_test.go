@@ -35,6 +35,12 @@ var (
 	k8s        client.Client
 	writes     *testenv.WriteCounter
 	reconciles atomic.Int64
+	// watches can hold the manager's watch streams of a resource, so a
+	// test can run passes against a cache that lags its own writes.
+	watches = newWatchGates()
+	// suiteReconciler is the controller under test, for checks of its
+	// in-memory state (expectations left behind).
+	suiteReconciler *Reconciler
 )
 
 func TestMain(m *testing.M) {
@@ -73,7 +79,7 @@ func runSuite(m *testing.M) int {
 	defer kubelet.Stop()
 
 	writes = testenv.NewWriteCounter()
-	cfg := writes.Wrap(env.Config)
+	cfg := watches.wrap(writes.Wrap(env.Config))
 	cfg.QPS, cfg.Burst = -1, 1000
 	mgr, err := manager.New(cfg, manager.Options{MetricsBindAddress: "0", HealthProbeBindAddress: "0"})
 	if err != nil {
@@ -91,6 +97,18 @@ func runSuite(m *testing.M) int {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-done }()
+	// The children's informers must have synced before a test holds their
+	// watches (watchGates): their initial list may itself be a watch.
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &sandboxv1beta1.Sandbox{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "informer caches did not sync")
+		return 1
+	}
 	return m.Run()
 }
 
@@ -99,6 +117,7 @@ func runSuite(m *testing.M) int {
 // given state, the spacing of failed passes) instead of sleeping.
 func setupCounted(mgr ctrl.Manager, opts Options) error {
 	return setup(mgr, opts, func(r reconcile.Reconciler) reconcile.Reconciler {
+		suiteReconciler, _ = r.(*Reconciler)
 		return countingReconciler{inner: r, cache: mgr.GetClient()}
 	})
 }
