@@ -5,7 +5,8 @@
 // it create the same objects twice. This is Kubernetes' ReplicaSet
 // "ControllerExpectations" idea, reduced to what the warm pool needs: a
 // create counter, a set of UIDs being deleted, and a timeout so a lost watch
-// event can never wedge a key forever.
+// event can never wedge a key forever. Children (children.go) is the same
+// idea for an owner with named children, such as a Sandbox's Pod.
 package expectations
 
 import (

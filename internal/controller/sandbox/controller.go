@@ -151,7 +151,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.clock.drop(key)
 	r.behind.clear(key)
-	r.exp.Forget(key.String())
+	r.exp.Forget(sandboxKey(key.Namespace, key.Name))
 }
 
 func (r *Reconciler) now() time.Time {

@@ -5,6 +5,7 @@
 // all of it in status conditions.
 //
 // Each concern has its own file: pod.go, podmeta.go, service.go, pvc.go,
-// expiry.go, conditions.go, status.go. controller.go reads as the story of a
-// reconcile pass.
+// expiry.go, conditions.go, status.go; handler.go feeds the expectations
+// that keep a pass on a lagging cache from writing a child twice.
+// controller.go reads as the story of a reconcile pass.
 package sandbox

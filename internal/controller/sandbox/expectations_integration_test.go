@@ -100,6 +100,7 @@ func TestChildrenCreatedOnceWhileCacheLags(t *testing.T) {
 	}
 	waitCondition(t, ns, name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
 	waitSettled(t, ns, name)
+	t.Logf("writes: %d status patches, %d pod creates", childWrites(ns, "patch", "sandboxes/status"), childWrites(ns, "create", "pods"))
 	for _, res := range []string{"pods", "services", "persistentvolumeclaims"} {
 		if n := childWrites(ns, "create", res); n != 1 {
 			t.Errorf("%d create requests for %s, want exactly 1", n, res)
