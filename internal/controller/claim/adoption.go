@@ -140,7 +140,7 @@ func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.Sandb
 	logger := log.FromContext(ctx)
 	ckey := client.ObjectKeyFromObject(claim)
 	for {
-		t := r.queue.Take(qkey, src.pool.UID, ckey, claim.UID, r.now())
+		t := r.queue.Take(qkey, r.refillPromise(src), ckey, claim.UID, r.now())
 		if t.Verdict != Took {
 			return nil, t, nil
 		}

@@ -37,6 +37,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/refill"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
@@ -99,6 +100,10 @@ type Options struct {
 	// pool controller (nil: a private one, which only knows what this
 	// controller compared itself).
 	Vetted *vetting.Registry
+	// Refills is where the warm pool controller of this process reports
+	// which pools it refills (nil: a private, empty one, so a pool's
+	// deficit never counts as members on their way; waitline.go).
+	Refills *refill.Registry
 	// LateBinding lets claims with env adopt warm Sandboxes (latebind.go).
 	LateBinding LateBinding
 }
@@ -115,6 +120,9 @@ func (o *Options) defaults() {
 	}
 	if o.Vetted == nil {
 		o.Vetted = vetting.NewRegistry()
+	}
+	if o.Refills == nil {
+		o.Refills = refill.NewRegistry()
 	}
 	o.LateBinding.defaults()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -173,7 +174,11 @@ func TestClaimVolumeClaimTemplates(t *testing.T) {
 // Two Ready warm sandboxes, three claims at once: every sandbox has at most
 // one claim, every claim exactly one sandbox.
 func TestExclusivityTwoSandboxesThreeClaims(t *testing.T) {
-	w := newWorld(t, defaults())
+	opts := defaults()
+	// A pool holding its refills back: the third claim does not wait for
+	// a replacement (waitline.go) but races the other two and goes cold.
+	opts.ReplenishDelay = time.Hour
+	w := newWorld(t, opts)
 	w.readyPool("pool", 2, nil)
 	w.gate.Close() // refills stay unready: exactly two warm candidates
 	var wg sync.WaitGroup

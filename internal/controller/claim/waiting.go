@@ -42,6 +42,18 @@ func (r *Reconciler) starting(c *Candidate) bool {
 	return c.Created.IsZero() || r.now().Sub(c.Created) < r.opts.WarmWait
 }
 
+// refillPromise is what the claim may count on from the pool's refill
+// (waitline.go): its deficit, when this process's pool controller reports
+// that it refills the live pool (by UID) and the claim could read the
+// template the refill renders.
+func (r *Reconciler) refillPromise(src *warmSource) refillPromise {
+	p := refillPromise{poolUID: src.pool.UID, desired: int(src.pool.DesiredReplicas())}
+	if src.tmpl != nil && src.pool.DeletionTimestamp == nil {
+		p.refilling, _ = r.opts.Refills.Refilling(src.pool.UID)
+	}
+	return p
+}
+
 // warmWait turns the queue's verdict for a claim that adopted nothing into
 // a wait (> 0: requeue after it, writing nothing) or, for a cold start,
 // why not to wait ("" when the claim had no reason to expect a warm
@@ -55,7 +67,7 @@ func (r *Reconciler) warmWait(ctx context.Context, claim *extv1beta1.SandboxClai
 		left := r.opts.WarmWait - waited
 		if left > 0 {
 			if t.Joined {
-				logger.V(1).Info("waiting for a starting warm pool member", "ahead", t.Ahead, "starting", t.InFlight, "adoptable", t.Adoptable)
+				logger.V(1).Info("waiting for a starting warm pool member", "ahead", t.Ahead, "starting", t.InFlight, "adoptable", t.Adoptable, "toCreate", t.Refill)
 				r.event(claim, corev1.EventTypeNormal, ReasonWaitingForWarmSandbox, "Adoption",
 					fmt.Sprintf("Waiting up to %s for a warm Sandbox that is starting: %s", r.opts.WarmWait, t.why()))
 			}
@@ -66,7 +78,7 @@ func (r *Reconciler) warmWait(ctx context.Context, claim *extv1beta1.SandboxClai
 		logger.Info("warm wait bound reached; creating a cold sandbox", "waited", waited.String())
 		return 0, why
 	case Cold:
-		if t.Since.IsZero() && t.Ahead == 0 && t.InFlight == 0 {
+		if t.Since.IsZero() && t.Ahead == 0 && t.InFlight == 0 && t.Refill == 0 {
 			// An empty pool that is not refilling: the plain cold path.
 			return 0, ""
 		}

@@ -21,11 +21,20 @@ import (
 //
 // Positions are counted, not promised: a claim may take an adoptable
 // member only while there are more adoptable members than claims ahead of
-// it, and may wait only while adoptable plus starting members outnumber
-// the claims ahead of it. So N waiters never wait on fewer than N members,
-// and a claim that arrives later never overtakes one that waits. A claim
-// working on a member it took (holding) is not ahead of anyone: the member
-// it holds is no longer counted either.
+// it, and may wait only while adoptable plus starting members, plus the
+// members the pool is still to create, outnumber the claims ahead of it.
+// So N waiters never wait on fewer than N members, and a claim that
+// arrives later never overtakes one that waits. A claim working on a
+// member it took (holding) is not ahead of anyone: the member it holds is
+// no longer counted either.
+//
+// The members still to create are the pool's deficit (spec.replicas minus
+// the members queued for it), counted only while this process's pool
+// controller reports that it refills the pool (refillPromise): on a busy
+// node the pool's creates come seconds after the adoptions that caused
+// them, and a claim arriving in between would otherwise go cold although
+// its member is on its way. A member a claim holds is not queued, so its
+// replacement counts as soon as it is taken.
 
 // waiter is one claim in a pool's line.
 type waiter struct {
@@ -55,8 +64,9 @@ type TakeResult struct {
 	Verdict   Verdict
 	Candidate Candidate
 	// Ahead is the number of waiting claims before this one, Adoptable the
-	// members with a pod IP, InFlight the pool's members still starting.
-	Ahead, Adoptable, InFlight int
+	// members with a pod IP, InFlight the pool's members still starting,
+	// Refill the members the pool is still to create.
+	Ahead, Adoptable, InFlight, Refill int
 	// Since is when the claim joined the line; Joined is true in the call
 	// that put it there.
 	Since  time.Time
@@ -65,21 +75,47 @@ type TakeResult struct {
 
 // why describes the counts behind a verdict.
 func (t TakeResult) why() string {
-	if t.Adoptable == 0 && t.InFlight == 0 && t.Ahead == 0 {
+	if t.Adoptable == 0 && t.InFlight == 0 && t.Ahead == 0 && t.Refill == 0 {
 		return "no pool member is starting"
 	}
-	return fmt.Sprintf("%d claims wait ahead of it for %d starting and %d adoptable pool members", t.Ahead, t.InFlight, t.Adoptable)
+	return fmt.Sprintf("%d claims wait ahead of it for %d starting and %d adoptable pool members and %d the pool is still to create",
+		t.Ahead, t.InFlight, t.Adoptable, t.Refill)
+}
+
+// refillPromise is what a claim's pass knows of the pool's refill: the
+// live pool's UID and spec.replicas, and whether this process's pool
+// controller reports that it creates the pool's deficit now.
+type refillPromise struct {
+	poolUID   types.UID
+	desired   int
+	refilling bool
+}
+
+// refillLocked is the number of members the pool is still to create for
+// promise: its deficit, when it refills and none of its members failed
+// (a template whose Pods fail makes replacements that fail too).
+func (p *poolQueue) refillLocked(promise refillPromise) int {
+	if !promise.refilling || p.failed[promise.poolUID] > 0 {
+		return 0
+	}
+	return max(0, promise.desired-p.owned[promise.poolUID])
 }
 
 // Take decides, under the queue's lock, whether the claim adopts a
 // candidate now (popping it, as Pop does), waits in the pool's line for a
-// starting member, or goes cold (leaving the line). Only candidates
-// controlled by poolUID, not failed and accepted by the queue's inFlight
-// predicate count as starting: a Sandbox a tenant planted with copied
-// labels cannot make claims wait.
-func (q *CandidateQueue) Take(pool string, poolUID types.UID, claim types.NamespacedName, claimUID types.UID, now time.Time) TakeResult {
+// starting member or one the pool is about to create, or goes cold
+// (leaving the line). Only candidates controlled by promise.poolUID, not
+// failed and accepted by the queue's inFlight predicate count as starting:
+// a Sandbox a tenant planted with copied labels cannot make claims wait
+// (it only lowers the pool's deficit, which sends claims cold sooner).
+//
+// It costs O(log n) for the pick plus a pass over the members without an
+// IP and over the line, which the refill in progress bounds, not the
+// pool's size.
+func (q *CandidateQueue) Take(pool string, promise refillPromise, claim types.NamespacedName, claimUID types.UID, now time.Time) TakeResult {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	poolUID := promise.poolUID
 	line := q.lines[pool]
 	w := line[claim]
 	if w != nil && w.uid != claimUID {
@@ -96,14 +132,15 @@ func (q *CandidateQueue) Take(pool string, poolUID types.UID, claim types.Namesp
 			res.Ahead++
 		}
 	}
-	for _, c := range q.pools[pool] {
-		switch {
-		case c.HasIPs:
-			res.Adoptable++
-		case c.OwnerUID == poolUID && !c.Failed && (q.inFlight == nil || q.inFlight(c)):
+	p := q.poolLocked(pool)
+	p.promise = promise
+	res.Adoptable = p.adoptable
+	for _, e := range p.unnetworked {
+		if e.OwnerUID == poolUID && !e.Failed && (q.inFlight == nil || q.inFlight(&e.Candidate)) {
 			res.InFlight++
 		}
 	}
+	res.Refill = p.refillLocked(promise)
 	switch {
 	case res.Adoptable > res.Ahead:
 		// Pop order puts every candidate with an IP before those without.
@@ -112,7 +149,7 @@ func (q *CandidateQueue) Take(pool string, poolUID types.UID, claim types.Namesp
 		if w != nil {
 			w.holding = true
 		}
-	case res.Adoptable+res.InFlight > res.Ahead:
+	case res.Adoptable+res.InFlight+res.Refill > res.Ahead:
 		if w == nil {
 			if line == nil {
 				line = map[types.NamespacedName]*waiter{}
@@ -191,24 +228,31 @@ func (q *CandidateQueue) orderLocked(pool string, free bool) []types.NamespacedN
 // others stay asleep, so a member turning adoptable wakes one claim, not
 // the whole line.
 func (q *CandidateQueue) wakersLocked(pool string) []types.NamespacedName {
+	if len(q.lines[pool]) == 0 {
+		return nil
+	}
 	adoptable := 0
-	for _, c := range q.pools[pool] {
-		if c.HasIPs {
-			adoptable++
-		}
+	if p := q.pools[pool]; p != nil {
+		adoptable = p.adoptable
 	}
 	keys := q.orderLocked(pool, true)
 	return keys[:min(adoptable, len(keys))]
 }
 
-// strandedLocked returns the waiting claims that no adoptable or starting
-// candidate is left for, so they decide again (and go cold) at once
-// rather than at their next poll.
+// strandedLocked returns the waiting claims that no adoptable, starting or
+// promised candidate is left for, so they decide again (and go cold) at
+// once rather than at their next poll.
 func (q *CandidateQueue) strandedLocked(pool string) []types.NamespacedName {
+	if len(q.lines[pool]) == 0 {
+		return nil
+	}
 	have := 0
-	for _, c := range q.pools[pool] {
-		if c.HasIPs || (!c.Failed && (q.inFlight == nil || q.inFlight(c))) {
-			have++
+	if p := q.pools[pool]; p != nil {
+		have = p.adoptable + p.refillLocked(p.promise)
+		for _, e := range p.unnetworked {
+			if !e.Failed && (q.inFlight == nil || q.inFlight(&e.Candidate)) {
+				have++
+			}
 		}
 	}
 	keys := q.orderLocked(pool, true)

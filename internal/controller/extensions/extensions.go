@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/refill"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/controller/warmpool"
@@ -89,6 +90,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// One registry of vetted pool members for both controllers: what the
 	// pool created or compared, claims need not compare again.
 	vetted := vetting.NewRegistry()
+	// The pool controller reports which pools it refills; claims count
+	// those pools' deficits as members on their way.
+	refills := refill.NewRegistry()
 	pr := warmpool.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder(warmpool.ControllerName), warmpool.Options{
 		Workers:                      opts.WarmPoolWorkers,
 		MaxBatchSize:                 opts.WarmPoolMaxBatchSize,
@@ -99,6 +103,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		EnableWarmPoolEviction:       opts.EnableWarmPoolEviction,
 		StatusWriteInterval:          poolStatusWriteInterval,
 		Vetted:                       vetted,
+		Refills:                      refills,
 	})
 	if err := pr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the SandboxWarmPool controller: %w", err)
@@ -113,6 +118,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		AllowedLabelDomains:             opts.AllowedLabelDomains,
 		WarmWait:                        opts.ClaimWarmWait,
 		Vetted:                          vetted,
+		Refills:                         refills,
 		LateBinding:                     opts.LateBinding,
 	})
 	if err := cr.SetupWithManager(mgr); err != nil {

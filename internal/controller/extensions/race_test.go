@@ -159,8 +159,14 @@ func runBurst(t *testing.T, midBurst func()) {
 	writes := &exttest.WriteCounter{}
 	gate := &exttest.ReadyGate{}
 	exttest.StartKubelet(t, env, gate.Ready, nil)
+	opts := defaultOpts
+	// The claims beyond the pool's 100 wait for its refill, which the
+	// frozen kubelet never lets become adoptable; a short bound sends them
+	// cold after 5 s instead of the default 90 s, so the test races the
+	// cold path as it did before claims waited for refills.
+	opts.ClaimWarmWait = 5 * time.Second
 	start := func() *harness.Manager {
-		return harness.StartManager(t, env, harness.ManagerOptions{Writes: writes, Extensions: defaultOpts})
+		return harness.StartManager(t, env, harness.ManagerOptions{Writes: writes, Extensions: opts})
 	}
 	mgr := start()
 	c := env.Client

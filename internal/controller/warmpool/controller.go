@@ -35,6 +35,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/refill"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/expectations"
 )
@@ -87,6 +88,9 @@ type Options struct {
 	// Vetted is the registry of genuine members shared with the claim
 	// controller (nil: a private one).
 	Vetted *vetting.Registry
+	// Refills is where each pass reports whether it refills the pool, for
+	// the claim controller's wait line (nil: a private one).
+	Refills *refill.Registry
 }
 
 func (o *Options) defaults() {
@@ -104,6 +108,9 @@ func (o *Options) defaults() {
 	}
 	if o.Vetted == nil {
 		o.Vetted = vetting.NewRegistry()
+	}
+	if o.Refills == nil {
+		o.Refills = refill.NewRegistry()
 	}
 }
 
@@ -273,6 +280,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	// 2. Create the deficit or delete the excess.
 	hold := r.shaper.hold(key, current, desired, now)
+	var createErr error
 	switch {
 	case total < desired && ti != nil && hold > 0:
 		requeue = append(requeue, hold)
@@ -283,6 +291,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		current += created
 		if err != nil {
 			errs = append(errs, err)
+			createErr = err
 		}
 		requeue = append(requeue, wait)
 	case current > desired:
@@ -304,6 +313,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// 3. Report.
+	r.reportRefill(&pool, ti, health.unschedulable, createErr)
 	r.reportTemplate(&pool, tmplErr)
 	if health.unschedulable > 0 {
 		requeue = append(requeue, r.opts.UnschedulableRecheckInterval)
@@ -398,6 +408,7 @@ func (r *Reconciler) incrementalPass(ctx context.Context, key string, pool *extv
 	switch {
 	case total < desired && hold > 0:
 		requeue = append(requeue, hold)
+		r.reportRefill(pool, ti, 0, nil)
 	case total < desired:
 		created, wait, err := r.createDeficit(ctx, key, pool, ti, min(desired-total, r.opts.MaxBatchSize), now, observed)
 		current += created
@@ -405,6 +416,9 @@ func (r *Reconciler) incrementalPass(ctx context.Context, key string, pool *extv
 			errs = append(errs, err)
 		}
 		requeue = append(requeue, wait)
+		r.reportRefill(pool, ti, 0, err)
+	default:
+		r.reportRefill(pool, ti, 0, nil)
 	}
 	r.reportTemplate(pool, nil)
 	wait, err := r.writeStatus(ctx, key, pool, computeStatus(pool, current, ready), now)
@@ -551,6 +565,7 @@ func (r *Reconciler) forget(key string) {
 	delete(r.lastStatusWrite, key)
 	if uid, ok := r.poolUIDs[key]; ok {
 		r.vetted.ForgetPool(uid)
+		r.opts.Refills.Forget(uid)
 		delete(r.poolUIDs, key)
 	}
 	r.mu.Unlock()

@@ -2,10 +2,13 @@ package warmpool
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
+	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/refill"
 
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
@@ -81,5 +84,51 @@ func TestTemplateEventsMapToPools(t *testing.T) {
 	}
 	if len(reqs) != 2 || !got["a"] || !got["b"] {
 		t.Fatalf("template maps to %v, want pools a and b", reqs)
+	}
+}
+
+// Every pass tells the claim controller (package refill) whether it
+// refills the pool, by the pool's UID: yes while it can create members,
+// no while its template is missing or a replenish delay holds refills, and
+// nothing once the pool is gone.
+func TestPassesReportWhetherThePoolRefills(t *testing.T) {
+	testenv.SkipShort(t)
+	reg := refill.NewRegistry()
+	f := newFixture(t, Options{Refills: reg})
+	tmpl := exttest.NewTemplate(f.ns, "tmpl")
+	f.create(tmpl, exttest.NewPool(f.ns, "p", "tmpl", 1))
+	f.converge("p")
+	pool := f.pool("p")
+	if ok, why := reg.Refilling(pool.UID); !ok {
+		t.Fatalf("a pool with its template is not reported refilling: %q", why)
+	}
+	if err := env.Client.Delete(context.Background(), tmpl); err != nil {
+		t.Fatal(err)
+	}
+	exttest.Eventually(t, 10e9, func() error {
+		var got extv1beta1.SandboxTemplate
+		return expectNotFound(f.c.Get(context.Background(), clientKey(f.ns, "tmpl"), &got))
+	})
+	f.reconcile("p")
+	if ok, why := reg.Refilling(pool.UID); ok || !strings.Contains(why, "not found") {
+		t.Fatalf("without its template: refilling %v (%q)", ok, why)
+	}
+	if err := env.Client.Delete(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	exttest.Eventually(t, 10e9, func() error {
+		var got extv1beta1.SandboxWarmPool
+		return expectNotFound(f.c.Get(context.Background(), clientKey(f.ns, "p"), &got))
+	})
+	f.reconcile("p")
+	if ok, why := reg.Refilling(pool.UID); ok || why != "" {
+		t.Fatalf("a deleted pool is still reported: %v %q", ok, why)
+	}
+
+	held := newFixture(t, Options{Refills: reg, ReplenishDelay: time.Minute})
+	held.create(exttest.NewTemplate(held.ns, "tmpl"), exttest.NewPool(held.ns, "p", "tmpl", 1))
+	held.converge("p")
+	if ok, why := reg.Refilling(held.pool("p").UID); ok || !strings.Contains(why, "replenish-delay") {
+		t.Fatalf("a pool whose refills are held: refilling %v (%q)", ok, why)
 	}
 }

@@ -63,3 +63,24 @@ func (r *Reconciler) writeStatus(ctx context.Context, key string, pool *extv1bet
 	r.mu.Unlock()
 	return 0, nil
 }
+
+// reportRefill tells the claim controller (package refill) whether this
+// pass leaves the pool refilling: creating its deficit as soon as members
+// go, so that a claim finding none adoptable may wait for one instead of
+// starting its own. It does not when the template is missing, when members
+// are unschedulable or creates fail (replacements would fare no better),
+// or when a replenish delay holds refills back after every adoption.
+func (r *Reconciler) reportRefill(pool *extv1beta1.SandboxWarmPool, ti *templateInfo, unschedulable int, createErr error) {
+	why := ""
+	switch {
+	case ti == nil:
+		why = fmt.Sprintf("SandboxTemplate %q not found", pool.Spec.SandboxTemplateRef.Name)
+	case unschedulable > 0:
+		why = fmt.Sprintf("%d members are unschedulable", unschedulable)
+	case createErr != nil:
+		why = "creating members failed"
+	case r.opts.ReplenishDelay > 0:
+		why = "refills are held by --sandbox-warm-pool-replenish-delay"
+	}
+	r.opts.Refills.Set(pool.UID, why)
+}
