@@ -297,12 +297,15 @@ func TestLateBindingPolicies(t *testing.T) {
 	}
 }
 
-// A template whose container does not run sandboxd with the controller's
-// key falls back cold, with the reason as a condition and an event.
+// A template whose container does not run sandboxd says so by setting
+// the key variable empty (the pool then injects nothing): env claims fall
+// back cold, with the reason as a condition and an event.
 func TestLateBindingWithoutSandboxdFallsBackCold(t *testing.T) {
 	w := newLBWorld(t, claim.LateBinding{})
 	w.readyPool("pool", 1, func(tm *extv1beta1.SandboxTemplate) {
 		tm.Spec.EnvVarsInjectionPolicy = extv1beta1.EnvVarsInjectionPolicyAllowed
+		c := &tm.Spec.PodTemplate.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: latebind.KeyEnv, Value: ""})
 	})
 	w.claim("c1", "pool", func(c *extv1beta1.SandboxClaim) { c.Spec.Env = envOf("API_KEY", "k") })
 	sb := w.waitReady("c1")
