@@ -49,7 +49,7 @@ func lateBindingSigner(ctx context.Context, cfg *rest.Config, f *flags) (*latebi
 	defer cancel()
 	signer, created, err := latebind.EnsureKeySecret(ctx, c, ns, latebind.DefaultKeySecret)
 	if err != nil {
-		return nil, fmt.Errorf("%w (grant get on Secret %s/%s and create on Secrets, or set --manage-late-binding-key=false)", err, ns, latebind.DefaultKeySecret)
+		return nil, fmt.Errorf("%w (grant get on Secret %s/%s and create on Secrets, or set --manage-late-binding-key=false to silence this)", err, ns, latebind.DefaultKeySecret)
 	}
 	ctrl.Log.Info("late binding enabled with the managed key", "secret", ns+"/"+latebind.DefaultKeySecret, "created", created,
 		"env", latebind.KeyEnv, "value", signer.PublicKey())

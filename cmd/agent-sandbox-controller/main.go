@@ -250,8 +250,14 @@ func run(args []string) error {
 		}
 		f.ext.AllowedLabelDomains = domains
 		signer, err := lateBindingSigner(context.Background(), cfg, f)
-		if err != nil {
-			return err
+		switch {
+		case err != nil && f.lateBindingKeyFile != "":
+			return err // an explicit key that cannot be used is a setup error
+		case err != nil:
+			// The managed key is a default the published controller does
+			// not have: an install without its RBAC (or namespace) keeps
+			// working, with claims with env cold-starting as there.
+			ctrl.Log.Error(err, "late binding disabled: claims with env cold-start")
 		}
 		f.ext.LateBinding.Signer = signer
 		if err := extensions.Setup(mgr, f.ext); err != nil {
