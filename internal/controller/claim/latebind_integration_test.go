@@ -82,6 +82,7 @@ type lbWorld struct {
 
 func newLBWorld(t testing.TB, lb claim.LateBinding) *lbWorld {
 	t.Helper()
+	testenv.SkipShort(t) // under -short no apiserver runs
 	bin := sandboxd(t)
 	w := &world{t: t, c: env().Client, writes: &exttest.WriteCounter{}, gate: &exttest.ReadyGate{}}
 	w.ns = exttest.Namespace(t, w.c, "latebind")
