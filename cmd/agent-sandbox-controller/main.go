@@ -65,6 +65,8 @@ type flags struct {
 	ext extensions.Options
 	// lateBindingKeyFile: see --late-binding-key-file.
 	lateBindingKeyFile string
+	// manageLateBindingKey: see --manage-late-binding-key.
+	manageLateBindingKey bool
 
 	webhook webhook.Options
 }
@@ -116,7 +118,9 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.BoolVar(&e.ReferenceCompatibleWrites, "reference-compatible-writes", false,
 		"Make every claim write the published controller makes by default (first-observed/first-ready and sandbox-name annotations, SandboxAdopted/SandboxProvisioned events); --disable-claim-observability-annotations and --disable-claim-events still apply.")
 	fs.StringVar(&f.lateBindingKeyFile, "late-binding-key-file", "",
-		"PEM Ed25519 private key (a Secret volume only this Pod mounts) that signs env deliveries to warm sandboxes; claims with env then stay on the warm path for templates whose container sets "+latebind.KeyEnv+" to the public key this controller logs. Empty: claims with env cold-start.")
+		"PEM Ed25519 private key (a Secret volume only this Pod mounts) that signs env deliveries to warm sandboxes; overrides --manage-late-binding-key.")
+	fs.BoolVar(&f.manageLateBindingKey, "manage-late-binding-key", true,
+		"Without --late-binding-key-file: keep the late-binding key in Secret "+latebind.DefaultKeySecret+" of the controller's namespace (created if missing), so claims with env stay on the warm path; pools inject its public key ("+latebind.KeyEnv+") into the first container of templates that allow env. false with no key file: claims with env cold-start.")
 	// Conversion webhook (v1alpha1 <-> v1beta1), internal/webhook.
 	w := &f.webhook
 	fs.BoolVar(&w.Enable, "enable-webhook", true, "Serve the v1alpha1 <-> v1beta1 conversion webhook. With false, v1alpha1 requests fail; set the CRDs' conversion strategy to None if nothing uses v1alpha1.")
@@ -245,15 +249,17 @@ func run(args []string) error {
 			return fmt.Errorf("reading allowed label domains: %w", err)
 		}
 		f.ext.AllowedLabelDomains = domains
-		if f.lateBindingKeyFile != "" {
-			signer, err := latebind.LoadSigner(f.lateBindingKeyFile)
-			if err != nil {
-				return err
-			}
-			f.ext.LateBinding.Signer = signer
-			ctrl.Log.Info("late binding enabled: templates whose container sets this key get claim env on the warm path",
-				"env", latebind.KeyEnv, "value", signer.PublicKey())
+		signer, err := lateBindingSigner(context.Background(), cfg, f)
+		switch {
+		case err != nil && f.lateBindingKeyFile != "":
+			return err // an explicit key that cannot be used is a setup error
+		case err != nil:
+			// The managed key is a default the published controller does
+			// not have: an install without its RBAC (or namespace) keeps
+			// working, with claims with env cold-starting as there.
+			ctrl.Log.Error(err, "late binding disabled: claims with env cold-start")
 		}
+		f.ext.LateBinding.Signer = signer
 		if err := extensions.Setup(mgr, f.ext); err != nil {
 			return fmt.Errorf("setting up extension controllers: %w", err)
 		}

@@ -35,6 +35,7 @@ func newBenchCommand() *cobra.Command {
 		tti        bool
 		pace       bool
 		viaTunnel  bool
+		envPairs   []string
 		scale      scaleFlags
 	)
 	cmd := &cobra.Command{
@@ -108,6 +109,9 @@ func newBenchCommand() *cobra.Command {
 			var res *bench.Result
 			if cfg.Scenario == bench.SDK {
 				opts := sandbox.Options{APIURL: routerURL}
+				if opts.Env, err = bench.ParseEnv(envPairs); err != nil {
+					return err
+				}
 				if viaTunnel {
 					opts.APIURL = ""
 				}
@@ -148,6 +152,7 @@ func newBenchCommand() *cobra.Command {
 	f.BoolVar(&tti, "tti", false, "measure time to interactive: run a command in each sandbox through the router")
 	f.StringVar(&routerURL, "router-url", "", "router URL for --tti and the sdk scenario (default: the router pod's address)")
 	f.BoolVar(&pace, "pace", false, "sdk scenario: wait for the pool to be full and Ready before each claim")
+	f.StringArrayVar(&envPairs, "env", nil, "sdk scenario: NAME=VALUE set on every claim's spec.env (repeatable; late-bound on warm sandboxes)")
 	f.BoolVar(&viaTunnel, "port-forward", false, "sdk scenario: reach the router through the SDK's port-forward tunnel (its default) instead of its address")
 	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the Poisson arrivals")
 	f.DurationVar(&cfg.Dwell, "dwell", 0, "delete each claim this long after it is Ready (0 keeps all claims until the end)")

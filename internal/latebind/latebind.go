@@ -239,27 +239,18 @@ func Verify(pub ed25519.PublicKey, env *Envelope, local netip.Addr, now time.Tim
 	return &p, nil
 }
 
-// LoadSigner reads the controller's key from path: a PEM "PRIVATE KEY"
-// (PKCS #8, as `openssl genpkey -algorithm ed25519` writes it). The file
-// is meant to be a Secret volume only the controller's Pod mounts.
+// LoadSigner reads the controller's key from path (see ParsePrivateKey).
+// The file is meant to be a Secret volume only the controller's Pod mounts.
 func LoadSigner(path string) (*Signer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading late-binding key: %w", err)
 	}
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("late-binding key %s: want a PEM PRIVATE KEY block", path)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	s, err := ParsePrivateKey(data)
 	if err != nil {
 		return nil, fmt.Errorf("late-binding key %s: %w", path, err)
 	}
-	priv, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("late-binding key %s: want an Ed25519 key, got %T", path, k)
-	}
-	return NewSigner(priv)
+	return s, nil
 }
 
 // EncodePrivateKey renders the signer's key as LoadSigner reads it.

@@ -45,6 +45,8 @@ var (
 		"CustomResourceDefinition//sandboxtemplates.extensions.agents.x-k8s.io",
 		"CustomResourceDefinition//sandboxwarmpools.extensions.agents.x-k8s.io",
 		"Deployment/agent-sandbox-system/agent-sandbox-controller",
+		"Role/agent-sandbox-system/agent-sandbox-controller-late-binding",
+		"RoleBinding/agent-sandbox-system/agent-sandbox-controller-late-binding",
 	}
 )
 

@@ -66,6 +66,7 @@ kubeApiBurst: kube-api-burst
 claimSuccessEvents: claim-success-events
 persistClaimObservabilityAnnotations: persist-claim-observability-annotations
 referenceCompatibleWrites: reference-compatible-writes
+manageLateBindingKey: manage-late-binding-key
 sandboxConcurrentWorkers: sandbox-concurrent-workers
 sandboxStatusCoalesceWindow: sandbox-status-coalesce-window
 sandboxWriteBehindWindow: sandbox-write-behind-window

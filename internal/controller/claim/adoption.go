@@ -117,6 +117,9 @@ type warmSource struct {
 	tmpl *extv1beta1.SandboxTemplate
 	// blueprintHash is the template's rollout key ("" without template).
 	blueprintHash string
+	// deliveryKey is the late-binding key pools inject into their members
+	// ("" when late binding is off); see latebind.InjectKey.
+	deliveryKey string
 }
 
 // adoptFromQueue takes candidates of the claim's pool until one is adopted.

@@ -120,6 +120,7 @@ func (o *Options) defaults() {
 	}
 	if o.Vetted == nil {
 		o.Vetted = vetting.NewRegistry()
+		o.Vetted.SetDeliveryKey(o.LateBinding.deliveryKey())
 	}
 	if o.Refills == nil {
 		o.Refills = refill.NewRegistry()
@@ -234,6 +235,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			r.event(&claim, corev1.EventTypeNormal, extv1beta1.ClaimReasonClaimExpired, "Claim Expired", "Claim expired")
 		}
 		r.reportFailure(&claim, old)
+		r.reportLateBinding(&claim, old)
 		if rerr := r.recordReady(ctx, &claim, sb, wasReady); rerr != nil {
 			return ctrl.Result{}, rerr
 		}
@@ -328,7 +330,7 @@ func (r *Reconciler) warmSource(ctx context.Context, claim *extv1beta1.SandboxCl
 		}
 		return nil, fmt.Errorf("getting SandboxWarmPool %q: %w", claim.Spec.WarmPoolRef.Name, err)
 	}
-	src := &warmSource{pool: &pool}
+	src := &warmSource{pool: &pool, deliveryKey: r.opts.LateBinding.deliveryKey()}
 	var tmpl extv1beta1.SandboxTemplate
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: pool.Spec.SandboxTemplateRef.Name}, &tmpl); err != nil {
 		if apierrors.IsNotFound(err) {

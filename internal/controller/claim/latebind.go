@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,15 @@ type LateBinding struct {
 }
 
 func (lb *LateBinding) enabled() bool { return lb != nil && lb.Signer != nil }
+
+// deliveryKey is the public key pools inject into their members ("" when
+// late binding is off).
+func (lb *LateBinding) deliveryKey() string {
+	if !lb.enabled() {
+		return ""
+	}
+	return lb.Signer.PublicKey()
+}
 
 func (lb *LateBinding) defaults() {
 	if lb.Port == 0 {
@@ -67,7 +77,11 @@ func (r *Reconciler) planLateBinding(ctx context.Context, claim *extv1beta1.Sand
 	if src.tmpl == nil {
 		return lateBindingPlan{}, nil
 	}
-	if err := injectEnv(src.tmpl, src.tmpl.Spec.PodTemplate.Spec.DeepCopy(), claim.Spec.Env); err != nil {
+	// The pool's rendering, with the key it injects: the plan must hold for
+	// what the members are, not for the bare template.
+	spec := src.tmpl.Spec.PodTemplate.Spec.DeepCopy()
+	latebind.InjectKey(src.tmpl.Spec.EnvVarsInjectionPolicy, spec, r.opts.LateBinding.deliveryKey())
+	if err := injectEnv(src.tmpl, spec.DeepCopy(), claim.Spec.Env); err != nil {
 		return lateBindingPlan{}, err
 	}
 	if _, err := r.resolveEnv(ctx, claim, false); err != nil {
@@ -76,7 +90,7 @@ func (r *Reconciler) planLateBinding(ctx context.Context, claim *extv1beta1.Sand
 	if !r.opts.LateBinding.enabled() {
 		return lateBindingPlan{}, nil
 	}
-	name, why := r.lateTarget(&src.tmpl.Spec.PodTemplate.Spec, claim)
+	name, why := r.lateTarget(spec, claim)
 	if why != "" {
 		return lateBindingPlan{why: why}, nil
 	}
@@ -131,13 +145,31 @@ func (r *Reconciler) lateBindableMember(cand *sandboxv1beta1.Sandbox, claim *ext
 }
 
 // lateBindingUnavailable records on the claim why its env forced a cold
-// start: a condition (persisted by this pass's status write) and an event.
+// start, as a condition persisted by this pass's status write; the event
+// follows that write (reportLateBinding).
 func (r *Reconciler) lateBindingUnavailable(claim *extv1beta1.SandboxClaim, why string) {
 	meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
 		Type: extv1beta1.ClaimConditionLateBinding, Status: metav1.ConditionFalse, ObservedGeneration: claim.Generation,
 		Reason: extv1beta1.ClaimReasonLateBindingUnavailable, Message: "cold start: " + why,
 	})
-	r.event(claim, corev1.EventTypeNormal, extv1beta1.ClaimReasonLateBindingUnavailable, "Provisioning", "Env cannot be late-bound, starting cold: "+why)
+}
+
+// reportLateBinding emits the LateBindingUnavailable event for a condition
+// the pass just wrote. Called after an authoritative status write only,
+// and only when the condition is new or changed, so a failed write (and
+// its retry) never produces an event for a state nobody can read, and a
+// claim gets one event, not one per pass.
+func (r *Reconciler) reportLateBinding(claim *extv1beta1.SandboxClaim, old *extv1beta1.SandboxClaimStatus) {
+	c := meta.FindStatusCondition(claim.Status.Conditions, extv1beta1.ClaimConditionLateBinding)
+	if c == nil || c.Reason != extv1beta1.ClaimReasonLateBindingUnavailable {
+		return
+	}
+	if was := meta.FindStatusCondition(old.Conditions, extv1beta1.ClaimConditionLateBinding); was != nil &&
+		was.Reason == c.Reason && was.Message == c.Message {
+		return
+	}
+	r.event(claim, corev1.EventTypeNormal, extv1beta1.ClaimReasonLateBindingUnavailable, "Provisioning",
+		"Env cannot be late-bound, starting cold: "+strings.TrimPrefix(c.Message, "cold start: "))
 }
 
 func errEnvDeliveryPending(detail string) error {
@@ -152,8 +184,19 @@ func errEnvDeliveryPending(detail string) error {
 // without a confirmation delivers, and sandboxd's idempotence makes a
 // repeat (after a controller restart, say) harmless.
 func (r *Reconciler) deliverEnv(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, src *warmSource) error {
-	if len(claim.Spec.Env) == 0 || sb.Name == claim.Name {
-		return nil // no env, or a cold Sandbox: the env is in its Pod spec
+	if len(claim.Spec.Env) == 0 {
+		return nil
+	}
+	if sb.Name == claim.Name {
+		// A cold Sandbox: the env is in its Pod spec. Level-triggered, the
+		// reason it went cold is derived again until a status write kept
+		// it (the pass that created it may have lost its write).
+		if lb := meta.FindStatusCondition(claim.Status.Conditions, extv1beta1.ClaimConditionLateBinding); lb == nil && src != nil {
+			if plan, err := r.planLateBinding(ctx, claim, src); err == nil && plan.why != "" {
+				r.lateBindingUnavailable(claim, plan.why)
+			}
+		}
+		return nil
 	}
 	lb := &r.opts.LateBinding
 	if !lb.enabled() {
@@ -177,8 +220,19 @@ func (r *Reconciler) deliverEnv(ctx context.Context, claim *extv1beta1.SandboxCl
 	if len(sb.Status.PodIPs) == 0 {
 		return errEnvDeliveryPending("the sandbox has no pod IP")
 	}
+	ready := meta.FindStatusCondition(sb.Status.Conditions, sandboxv1beta1.SandboxConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue {
+		// Restarting, resuming or not up yet: sandboxd may not serve.
+		return errEnvDeliveryPending("the sandbox is not ready")
+	}
 	ip := sb.Status.PodIPs[0]
-	mark := string(sb.UID) + "/" + ip + "/" + strconv.FormatInt(claim.Generation, 10)
+	// What was delivered to: this Sandbox, at this address, for this claim
+	// generation, since the Sandbox last turned Ready. sandboxd keeps the
+	// env in memory only, so a restarted sandboxd (a crashed container, a
+	// resumed Pod) has none; it is not Ready again before it serves, and
+	// that transition makes a new mark, so the first pass that sees it
+	// Ready again delivers again (idempotent if nothing was lost).
+	mark := string(sb.UID) + "/" + ip + "/" + strconv.FormatInt(claim.Generation, 10) + "/" + ready.LastTransitionTime.UTC().Format(time.RFC3339Nano)
 	key := client.ObjectKeyFromObject(claim)
 	done := false
 	r.states.with(key, claim.UID, r.now(), func(st *claimState) { done = st.delivered == mark })

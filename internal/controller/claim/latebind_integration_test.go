@@ -82,6 +82,7 @@ type lbWorld struct {
 
 func newLBWorld(t testing.TB, lb claim.LateBinding) *lbWorld {
 	t.Helper()
+	testenv.SkipShort(t) // under -short no apiserver runs
 	bin := sandboxd(t)
 	w := &world{t: t, c: env().Client, writes: &exttest.WriteCounter{}, gate: &exttest.ReadyGate{}}
 	w.ns = exttest.Namespace(t, w.c, "latebind")
@@ -297,12 +298,15 @@ func TestLateBindingPolicies(t *testing.T) {
 	}
 }
 
-// A template whose container does not run sandboxd with the controller's
-// key falls back cold, with the reason as a condition and an event.
+// A template whose container does not run sandboxd says so by setting
+// the key variable empty (the pool then injects nothing): env claims fall
+// back cold, with the reason as a condition and an event.
 func TestLateBindingWithoutSandboxdFallsBackCold(t *testing.T) {
 	w := newLBWorld(t, claim.LateBinding{})
 	w.readyPool("pool", 1, func(tm *extv1beta1.SandboxTemplate) {
 		tm.Spec.EnvVarsInjectionPolicy = extv1beta1.EnvVarsInjectionPolicyAllowed
+		c := &tm.Spec.PodTemplate.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: latebind.KeyEnv, Value: ""})
 	})
 	w.claim("c1", "pool", func(c *extv1beta1.SandboxClaim) { c.Spec.Env = envOf("API_KEY", "k") })
 	sb := w.waitReady("c1")

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/latebind"
 )
 
 // ReasonForeignSandbox is the Warning event reason for a Sandbox that names
@@ -65,9 +66,16 @@ func judgeClaimed(sb *sandboxv1beta1.Sandbox, claim *extv1beta1.SandboxClaim, sr
 	if vetting.Edited(sb) {
 		return impostor, fmt.Sprintf("its spec was edited after creation (generation %d)", sb.Generation)
 	}
-	if canGoWarm(claim) {
-		if want, err := warmRendering(claim, src.tmpl); err == nil && vetting.SpecMatches(want, &sb.Spec) {
-			return ours, ""
+	if canGoWarm(claim) || (src.deliveryKey != "" && len(claim.Spec.VolumeClaimTemplates) == 0) {
+		// A member rendered with the pool's late-binding key, or one from
+		// before the key (vetting accepts both, and nothing else).
+		for _, key := range []string{src.deliveryKey, ""} {
+			if want, err := warmRendering(claim, src.tmpl, key); err == nil && vetting.SpecMatches(want, &sb.Spec) {
+				return ours, ""
+			}
+			if key == "" {
+				break
+			}
 		}
 	}
 	if want, err := buildColdSandbox(claim, src.tmpl); err == nil && vetting.SpecMatches(&want.Spec, &sb.Spec) {
@@ -76,18 +84,21 @@ func judgeClaimed(sb *sandboxv1beta1.Sandbox, claim *extv1beta1.SandboxClaim, sr
 	return impostor, "its spec is not what the controller renders for this claim from its template"
 }
 
-// canGoWarm: claims with env or volume claim templates always go cold.
+// canGoWarm: without late binding, claims with env or volume claim
+// templates always go cold.
 func canGoWarm(claim *extv1beta1.SandboxClaim) bool {
 	return len(claim.Spec.Env) == 0 && len(claim.Spec.VolumeClaimTemplates) == 0
 }
 
 // warmRendering is the spec of a pool member after its adoption by claim:
 // the pool's rendering of tmpl, with the pod metadata the adoption patch
-// leaves (template + the claim's additionalPodMetadata).
-func warmRendering(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTemplate) (*sandboxv1beta1.SandboxSpec, error) {
+// leaves (template + the claim's additionalPodMetadata), with the pool's
+// late-binding key deliveryKey injected ("" for none).
+func warmRendering(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTemplate, deliveryKey string) (*sandboxv1beta1.SandboxSpec, error) {
 	spec := &sandboxv1beta1.SandboxSpec{}
 	tmpl.Spec.SandboxBlueprint.DeepCopyInto(&spec.SandboxBlueprint)
 	template.ApplySandboxSecureDefaults(tmpl, &spec.PodTemplate.Spec)
+	latebind.InjectKey(tmpl.Spec.EnvVarsInjectionPolicy, &spec.PodTemplate.Spec, deliveryKey)
 	l, a, err := desiredPodMetadata(sandboxv1beta1.PodMetadata{}, tmpl, claim)
 	if err != nil {
 		return nil, err

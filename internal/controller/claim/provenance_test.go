@@ -32,7 +32,7 @@ func TestJudgeClaimed(t *testing.T) {
 		return sb
 	}
 	warmOf := func(c *extv1beta1.SandboxClaim) *sandboxv1beta1.Sandbox {
-		spec, err := warmRendering(c, tmpl)
+		spec, err := warmRendering(c, tmpl, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,8 +72,9 @@ type Options struct {
 	// /etc/sandbox-config/allowed-label-domains (claim.ReadAllowedLabelDomains);
 	// empty means sandbox.users.io.
 	AllowedLabelDomains []string
-	// LateBinding delivers claim env to warm Sandboxes
-	// (--late-binding-key-file); a nil Signer keeps env claims cold.
+	// LateBinding delivers claim env to warm Sandboxes (the controller's
+	// own key, --manage-late-binding-key, or --late-binding-key-file); a
+	// nil Signer keeps env claims cold.
 	LateBinding claim.LateBinding
 }
 
@@ -93,6 +94,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// The pool controller reports which pools it refills; claims count
 	// those pools' deficits as members on their way.
 	refills := refill.NewRegistry()
+	if opts.LateBinding.Signer != nil {
+		// Pools inject the key into the members they render, and vetting
+		// accepts exactly that rendering (latebind.InjectKey).
+		vetted.SetDeliveryKey(opts.LateBinding.Signer.PublicKey())
+	}
 	pr := warmpool.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder(warmpool.ControllerName), warmpool.Options{
 		Workers:                      opts.WarmPoolWorkers,
 		MaxBatchSize:                 opts.WarmPoolMaxBatchSize,

@@ -55,6 +55,7 @@ func DesiredNetworkPolicySpec(tmpl *extv1beta1.SandboxTemplate) networkingv1.Net
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": RouterNamespace}},
 		}},
 	}}
+	spec.Ingress = append(spec.Ingress, lateBindingIngress(tmpl)...)
 	spec.Egress = []networkingv1.NetworkPolicyEgressRule{{
 		To: []networkingv1.NetworkPolicyPeer{
 			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: append([]string(nil), privateIPv4...)}},

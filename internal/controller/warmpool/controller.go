@@ -470,6 +470,7 @@ func (r *Reconciler) createDeficit(ctx context.Context, key string, pool *extv1b
 		return 0, gateFallback, nil
 	}
 	proto := buildSandbox(pool, ti, r.opts.EnableWarmPoolEviction)
+	r.injectDeliveryKey(proto, ti)
 	created, err := slowStartBatch(ctx, granted, func(ctx context.Context) error {
 		sb := proto.DeepCopy()
 		if err := r.client.Create(ctx, sb); err != nil {

@@ -32,7 +32,7 @@ const (
 func (r *Reconciler) judge(pool *extv1beta1.SandboxWarmPool, ti *templateInfo, sb *sandboxv1beta1.Sandbox, orphan, recreate bool) doomReason {
 	refStale := sb.Labels[labels.SandboxTemplateRefHash] != labels.NameHash(ti.tmpl.Name)
 	if orphan {
-		if refStale || vetting.Edited(sb) || !vetting.MatchesRendering(ti.tmpl, sb) {
+		if refStale || vetting.Edited(sb) || !vetting.MatchesRendering(ti.tmpl, sb, r.vetted.DeliveryKey()) {
 			return forged
 		}
 		return keep

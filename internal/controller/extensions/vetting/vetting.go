@@ -34,6 +34,7 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/latebind"
 )
 
 // Verdict is what a pool-controlled Sandbox turns out to be.
@@ -72,17 +73,33 @@ func Edited(sb *sandboxv1beta1.Sandbox) bool { return sb.Generation > 1 }
 
 // MatchesRendering reports whether sb's whole spec is what a pool renders
 // from tmpl: the blueprint by semantic comparison (secure defaults applied,
-// see template.BlueprintMatches), no expiry and the default operating
-// mode. Pod template metadata is not compared: the pool adds its labels
-// there and adoption rewrites it.
-func MatchesRendering(tmpl *extv1beta1.SandboxTemplate, sb *sandboxv1beta1.Sandbox) bool {
+// see template.BlueprintMatches, and the controller's late-binding key
+// deliveryKey injected by exactly latebind.InjectKey's rule, "" for none),
+// no expiry and the default operating mode. Pod template metadata is not
+// compared: the pool adds its labels there and adoption rewrites it.
+//
+// The key is part of the content: a Sandbox that carries any other key (a
+// tenant's, trusted by a sandboxd the tenant could then push env into)
+// is not a rendering.
+func MatchesRendering(tmpl *extv1beta1.SandboxTemplate, sb *sandboxv1beta1.Sandbox, deliveryKey string) bool {
 	if sb.Spec.ShutdownTime != nil {
 		return false
 	}
 	if m := sb.Spec.OperatingMode; m != "" && m != sandboxv1beta1.OperatingModeRunning {
 		return false
 	}
-	return template.BlueprintMatches(tmpl, sb)
+	return template.BlueprintMatches(withDeliveryKey(tmpl, deliveryKey), sb)
+}
+
+// withDeliveryKey is tmpl as the pool renders it with key injected (tmpl
+// itself when nothing is injected; otherwise a copy, tmpl is shared).
+func withDeliveryKey(tmpl *extv1beta1.SandboxTemplate, key string) *extv1beta1.SandboxTemplate {
+	if !latebind.WouldInjectKey(tmpl.Spec.EnvVarsInjectionPolicy, &tmpl.Spec.PodTemplate.Spec, key) {
+		return tmpl
+	}
+	t := tmpl.DeepCopy()
+	latebind.InjectKey(t.Spec.EnvVarsInjectionPolicy, &t.Spec.PodTemplate.Spec, key)
+	return t
 }
 
 // Judge classifies sb, which the caller has established is controlled by
@@ -93,6 +110,7 @@ func Judge(reg *Registry, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.San
 	if Edited(sb) {
 		return Forged
 	}
+	key := reg.DeliveryKey()
 	vettedHash, vetted := reg.Lookup(pool.UID, sb.UID)
 	switch {
 	case tmpl == nil && vetted:
@@ -103,15 +121,27 @@ func Judge(reg *Registry, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.San
 		return Current
 	case vetted && blueprintHash != "" && reg.staleFor(pool.UID, sb.UID) == blueprintHash:
 		return Stale
-	case MatchesRendering(tmpl, sb):
+	case MatchesRendering(tmpl, sb, key):
 		reg.Record(pool.UID, sb.UID, blueprintHash)
 		return Current
 	case vetted:
 		reg.markStale(pool.UID, sb.UID, blueprintHash)
 		return Stale
+	case key != "" && MatchesRendering(tmpl, sb, ""):
+		// Rendered before this controller injected its key (late binding
+		// was off, or the template's policy changed since): genuine, but
+		// not today's rendering. Vouched for under a hash that is never
+		// current, so later passes find it Stale without comparing.
+		reg.Record(pool.UID, sb.UID, keylessHash)
+		reg.markStale(pool.UID, sb.UID, blueprintHash)
+		return Stale
 	}
 	return Forged
 }
+
+// keylessHash marks a member vouched for as a rendering without the
+// delivery key; no blueprint hash equals it.
+const keylessHash = "keyless"
 
 // retainGrace keeps a record this young even when the member is missing
 // from a pass's listing: the pool's own create may not be in its cache yet.
@@ -127,6 +157,24 @@ type Registry struct {
 	mu    sync.RWMutex
 	pools map[types.UID]map[types.UID]record
 	now   func() time.Time
+	// deliveryKey is the late-binding public key the pool injects into
+	// the members it renders (latebind.InjectKey); "" for none. Set once,
+	// before the controllers start: it is part of what "a rendering of
+	// the pool's template" means for everyone sharing this Registry.
+	deliveryKey string
+}
+
+// SetDeliveryKey sets the key members are rendered with. Call it before
+// the controllers sharing r start.
+func (r *Registry) SetDeliveryKey(key string) { r.deliveryKey = key }
+
+// DeliveryKey is the key members are rendered with ("" for none, also for
+// a nil Registry).
+func (r *Registry) DeliveryKey() string {
+	if r == nil {
+		return ""
+	}
+	return r.deliveryKey
 }
 
 type record struct {
