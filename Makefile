@@ -36,6 +36,8 @@ generate:
 	@# imports (localhost/agent-sandbox/...:dev), not a registry's.
 	@tmp=$$(mktemp -d) && OUT_DIR=$$tmp IMAGE_REPO=localhost/agent-sandbox IMAGE_TAG=dev hack/release-manifests.sh >/dev/null && \
 		cp $$tmp/sandbox-with-extensions.yaml internal/platform/manifests/ && rm -rf $$tmp
+	{ cat k8s/admission/hibernation-policy.yaml; echo ---; cat k8s/admission/hibernation-binding.yaml; } \
+		> internal/platform/manifests/hibernation.yaml
 	{ cat examples/python-runtime/sandboxtemplate.yaml; echo ---; cat examples/python-runtime/sandboxwarmpool.yaml; } \
 		> internal/platform/manifests/default-pool.yaml
 
