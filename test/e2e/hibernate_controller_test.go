@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -194,7 +195,9 @@ for i in range(50):
         s = socket.create_connection(("127.0.0.1", 9000)); print(s.recv(100).decode()); break
     except OSError: time.sleep(0.1)'`
 	if _, code := execute(t, router, metav1.NamespaceDefault, name,
-		fmt.Sprintf("setsid nohup python3 -c %q </dev/null >/dev/null 2>&1 &", daemon)); code != 0 {
+		// base64 keeps the script's newlines and quotes out of the shell.
+		fmt.Sprintf("setsid nohup python3 -c \"import base64; exec(base64.b64decode('%s'))\" </dev/null >/dev/null 2>&1 &",
+			base64.StdEncoding.EncodeToString([]byte(daemon)))); code != 0 {
 		t.Fatalf("starting the stateful process: exit %d", code)
 	}
 	parse := func(out string) (pid, n int, tok string) {
