@@ -13,9 +13,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +26,7 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/hibernate"
 	"sigs.k8s.io/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/manager"
 )
 
 // These tests drive deep hibernation the way a user does: operatingMode on
@@ -398,4 +402,115 @@ func restartAgent(t *testing.T) {
 	if err := cluster.Up(ctx); err != nil {
 		t.Fatalf("restarting the node agent with up: %v", err)
 	}
+}
+
+// BenchmarkDeepHibernationController measures deep hibernation the way a
+// user sees it, through the controller and the node agent, per memory
+// touched: suspend (operatingMode Suspended until the Pod is gone; the
+// agent's checkpoint is part of it), resume to the restored process's first
+// answer, snapshot size; and beside it today's filesystem-only
+// suspend/resume of the same Sandbox spec, run under a RuntimeClass with the
+// same gVisor handler that deep hibernation does not cover (a new process,
+// memory re-touched). Run under the e2e lock:
+//
+//	flock /tmp/agent-sandbox-e2e.lock go test -count=1 -p 1 -run '^$' -bench BenchmarkDeepHibernationController -benchtime 1x ./test/e2e/
+func BenchmarkDeepHibernationController(b *testing.B) {
+	ctx := context.Background()
+	c, err := client.New(restConfig, client.Options{Scheme: benchScheme(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Same handler (runsc), another name: the controller checkpoints only
+	// the gvisor class, so this is today's suspend on the same runtime.
+	plain := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-gvisor-no-hibernation"}, Handler: "runsc"}
+	if err := c.Create(ctx, plain); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.Fatal(err)
+	}
+	for _, mib := range []int{64, 256, 1024} {
+		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				deep := benchSuspendResume(b, c, fmt.Sprintf("hib-bench-deep-%d", mib), mib, "")
+				fs := benchSuspendResume(b, c, fmt.Sprintf("hib-bench-fs-%d", mib), mib, plain.Name)
+				b.ReportMetric(deep.suspend.Seconds(), "suspend-s")
+				b.ReportMetric(deep.resume.Seconds(), "resume-to-answer-s")
+				b.ReportMetric(float64(deep.size)/(1<<20), "snapshot-MiB")
+				b.ReportMetric(fs.suspend.Seconds(), "fs-only-suspend-s")
+				b.ReportMetric(fs.resume.Seconds(), "fs-only-resume-to-answer-s")
+				fmt.Printf("through the controller, %5d MiB touched: deep suspend %6.2fs (checkpoint %s), snapshot %5d MiB, resume to first answer %5.2fs (same process); filesystem-only suspend %5.2fs, resume to first answer %5.2fs (new process)\n",
+					mib, deep.suspend.Seconds(), deep.checkpoint, deep.size>>20, deep.resume.Seconds(), fs.suspend.Seconds(), fs.resume.Seconds())
+			}
+		})
+	}
+}
+
+type suspendResume struct {
+	suspend, resume time.Duration
+	checkpoint      string
+	size            int64
+}
+
+// benchSuspendResume creates a counter Sandbox (runtimeClass "" = gvisor),
+// suspends and resumes it once and deletes it.
+func benchSuspendResume(b *testing.B, c client.Client, name string, mib int, runtimeClass string) suspendResume {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sb := counterSandbox(name, mib, false)
+	if runtimeClass != "" {
+		sb.Spec.PodTemplate.Spec.RuntimeClassName = &runtimeClass
+	}
+	if err := c.Create(ctx, sb); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = c.Delete(context.Background(), sb)
+		_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(sb), &sandboxv1beta1.Sandbox{})), nil
+		})
+	}()
+	before := waitFirstAnswer(ctx, b, name)
+	mode := func(m sandboxv1beta1.OperatingMode) {
+		patch := fmt.Sprintf(`{"spec":{"operatingMode":%q}}`, m)
+		if err := c.Patch(ctx, sb, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var res suspendResume
+	start := time.Now()
+	mode(sandboxv1beta1.OperatingModeSuspended)
+	if err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := clientset.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		b.Fatalf("%s: pod not gone: %v", name, err)
+	}
+	res.suspend = time.Since(start)
+	cur := &sandboxv1beta1.Sandbox{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sb), cur); err != nil {
+		b.Fatal(err)
+	}
+	if runtimeClass == "" {
+		if cur.Status.MemorySnapshot == nil {
+			b.Fatalf("%s: no memory snapshot: %s", name, memoryReason(cur))
+		}
+		res.size = cur.Status.MemorySnapshot.SizeBytes
+		if _, after, ok := strings.Cut(memoryReason(cur), " in "); ok {
+			res.checkpoint = after
+		}
+	}
+	start = time.Now()
+	mode(sandboxv1beta1.OperatingModeRunning)
+	after := waitFirstAnswer(ctx, b, name)
+	res.resume = time.Since(start)
+	if restored := after.token == before.token; restored != (runtimeClass == "") {
+		b.Fatalf("%s: restored=%v (tokens %s, %s): %s", name, restored, before.token, after.token, memoryReason(cur))
+	}
+	return res
+}
+
+func benchScheme(b *testing.B) *runtime.Scheme {
+	s, err := manager.NewScheme()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
