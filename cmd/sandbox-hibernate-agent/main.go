@@ -19,6 +19,9 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/hibernate"
 )
 
+// version is stamped by the image build (-X main.version).
+var version = "dev"
+
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-hibernate-agent:", err)
@@ -33,9 +36,14 @@ func run(args []string) error {
 	store := fs.String("store", "/var/lib/agent-sandbox/hibernate", "node-local snapshot store (the shim's AGENT_SANDBOX_HIBERNATE_DIR)")
 	runsc := fs.String("runsc", "runsc", "the runsc binary the node's shim uses")
 	runscRoot := fs.String("runsc-root", "/run/agent-sandbox/runsc/k8s.io", "the shim's runsc state root for containerd's k8s.io namespace")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	taskDir := fs.String("task-dir", "/run/agent-sandbox/containerd/io.containerd.runtime.v2.task/k8s.io", "containerd's task bundle dir for the k8s.io namespace")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion {
+		fmt.Println("sandbox-hibernate-agent", version)
+		return nil
 	}
 	if *node == "" {
 		return fmt.Errorf("--node-name (or $NODE_NAME) is required")
