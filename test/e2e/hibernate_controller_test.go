@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -513,4 +515,36 @@ func benchScheme(b *testing.B) *runtime.Scheme {
 		b.Fatal(err)
 	}
 	return s
+}
+
+// TestDeepHibernationPolicyOnTheCluster performs the attacks against the
+// policy `up` installs: an identity that is not the controller (here even a
+// cluster admin) cannot create a Pod that names another Sandbox's snapshot,
+// nor ask for a checkpoint, and one that is not the node agent cannot
+// forge a result.
+func TestDeepHibernationPolicyOnTheCluster(t *testing.T) {
+	ctx := context.Background()
+	cfg := *restConfig
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "e2e-tenant", Groups: []string{"system:masters", "system:authenticated"}}
+	tenant, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := tenant.CoreV1().Pods(metav1.NamespaceDefault)
+	for k, want := range map[string]string{
+		hibernate.AnnotationRestoreSnapshot:     "only the agent-sandbox controller may set",
+		hibernate.AnnotationCheckpointRequested: "only the agent-sandbox controller may set",
+		hibernate.AnnotationCheckpointResult:    "only the hibernation node agent may set",
+	} {
+		p := counterPod("hib-attack", 1, map[string]string{k: "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"})
+		_, err := pods.Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a tenant Pod with %s: %v, want refused (%q)", k, err, want)
+		}
+	}
+	// The same Pod without the annotations is admitted (the refusal is the
+	// annotation's, not the identity's).
+	if _, err := pods.Create(ctx, counterPod("hib-attack", 1, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("a plain Pod from the same identity: %v", err)
+	}
 }
