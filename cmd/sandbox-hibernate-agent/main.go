@@ -13,9 +13,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	"sigs.k8s.io/agent-sandbox/internal/hibernate"
 )
 
@@ -58,8 +61,21 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	sandboxes, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating sandbox client: %w", err)
+	}
 	a := &hibernate.Agent{Client: cs, NodeName: *node, Checkpointer: hibernate.Checkpointer{
 		Store: hibernate.Store{Root: *store}, Runsc: *runsc, RunscRoot: *runscRoot, TaskDir: *taskDir,
+	}, SandboxUID: func(ctx context.Context, namespace, name string) (string, error) {
+		sb, err := sandboxes.AgentsV1beta1().Sandboxes(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("getting sandbox %s/%s: %w", namespace, name, err)
+		}
+		return string(sb.UID), nil
 	}}
 	return a.Run(ctx)
 }

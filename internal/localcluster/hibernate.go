@@ -12,7 +12,8 @@ import (
 // system:agent-sandbox:hibernate-agent in group
 // agents.x-k8s.io:hibernate-agents, the group the hibernation admission
 // policy lets set the result annotations) and its ClusterRole allows only
-// reading and patching Pods.
+// reading and patching Pods (and reading Sandboxes, to delete the
+// snapshots of deleted ones).
 const (
 	compHibernateAgent  = "sandbox-hibernate-agent"
 	hibernateAgentUser  = "system:agent-sandbox:hibernate-agent"
@@ -65,6 +66,9 @@ rules:
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, patch]
+- apiGroups: [agents.x-k8s.io]
+  resources: [sandboxes]
+  verbs: [get]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

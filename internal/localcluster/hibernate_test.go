@@ -51,16 +51,20 @@ func TestHibernateAgentComponent(t *testing.T) {
 			continue
 		}
 		rules, _, _ := unstructuredSlice(o.Object, "rules")
-		if len(rules) != 1 {
-			t.Fatalf("agent rules %v, want one (pods)", rules)
+		allowed := map[string][]string{"pods": {"get", "list", "watch", "patch"}, "sandboxes": {"get"}}
+		if len(rules) != len(allowed) {
+			t.Fatalf("agent rules %v, want pods and sandboxes only", rules)
 		}
-		r := rules[0].(map[string]any)
-		if res := r["resources"].([]any); len(res) != 1 || res[0] != "pods" {
-			t.Errorf("agent resources %v", res)
-		}
-		for _, v := range r["verbs"].([]any) {
-			if !slices.Contains([]string{"get", "list", "watch", "patch"}, v.(string)) {
-				t.Errorf("agent may %s pods", v)
+		for _, rule := range rules {
+			r := rule.(map[string]any)
+			res := r["resources"].([]any)
+			if len(res) != 1 {
+				t.Fatalf("agent rule %v", r)
+			}
+			for _, v := range r["verbs"].([]any) {
+				if !slices.Contains(allowed[res[0].(string)], v.(string)) {
+					t.Errorf("agent may %s %s", v, res[0])
+				}
 			}
 		}
 	}

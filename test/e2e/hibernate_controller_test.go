@@ -548,3 +548,36 @@ func TestDeepHibernationPolicyOnTheCluster(t *testing.T) {
 		t.Fatalf("a plain Pod from the same identity: %v", err)
 	}
 }
+
+// TestDeepHibernationSnapshotOfDeletedSandboxIsCollected: deleting a
+// deep-suspended Sandbox does not leave its memory on the node: the node
+// agent deletes snapshots whose Sandbox is gone.
+func TestDeepHibernationSnapshotOfDeletedSandboxIsCollected(t *testing.T) {
+	c := ensureController(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const name = "hib-gc"
+	if err := c.Create(ctx, counterSandbox(name, 64, false)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteSandbox(t, c, name) })
+	waitSandboxReady(t, c, name)
+	sb, _ := suspendDeep(t, c, name)
+	if sb.Status.MemorySnapshot == nil {
+		t.Fatalf("no memory snapshot: %s", memoryReason(sb))
+	}
+	st := hibernateCheckpointer().Store
+	if _, err := st.ReadMeta(metav1.NamespaceDefault, string(sb.UID)); err != nil {
+		t.Fatalf("no snapshot in the store: %v", err)
+	}
+	deleteSandbox(t, c, name)
+	start := time.Now()
+	// The agent collects every minute.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		_, err := st.ReadMeta(metav1.NamespaceDefault, string(sb.UID))
+		return hibernate.IsNotExist(err), nil
+	}); err != nil {
+		t.Fatalf("the deleted Sandbox's snapshot is still on the node: %v", err)
+	}
+	t.Logf("snapshot of the deleted Sandbox collected after %s", time.Since(start).Round(time.Second))
+}

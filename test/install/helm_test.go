@@ -342,8 +342,10 @@ func TestHelmDeepHibernation(t *testing.T) {
 		}
 	}
 	rules, _, _ := unstructured.NestedSlice(get(t, objs, "ClusterRole//agent-sandbox-hibernate-agent").Object, "rules")
-	if len(rules) != 1 || !reflect.DeepEqual(rules[0].(map[string]any)["resources"], []any{"pods"}) {
-		t.Errorf("agent rules = %v, want pods only", rules)
+	if len(rules) != 2 || !reflect.DeepEqual(rules[0].(map[string]any)["resources"], []any{"pods"}) ||
+		!reflect.DeepEqual(rules[1].(map[string]any)["resources"], []any{"sandboxes"}) ||
+		!reflect.DeepEqual(rules[1].(map[string]any)["verbs"], []any{"get"}) {
+		t.Errorf("agent rules = %v, want pods, and get on sandboxes", rules)
 	}
 	pol := get(t, objs, "ValidatingAdmissionPolicy//agent-sandbox-hibernation")
 	vars, _, _ := unstructured.NestedSlice(pol.Object, "spec", "variables")
