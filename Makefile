@@ -31,11 +31,13 @@ generate:
 	cp k8s/crd/*.yaml charts/agent-sandbox/crds/
 	cp k8s/rbac/core/role.yaml charts/agent-sandbox/files/rbac/core-role.yaml
 	cp k8s/rbac/extensions/role.yaml charts/agent-sandbox/files/rbac/extensions-role.yaml
-	mkdir -p charts/agent-sandbox/files/admission && cp k8s/admission/policy.yaml charts/agent-sandbox/files/admission/policy.yaml
+	mkdir -p charts/agent-sandbox/files/admission && cp k8s/admission/policy.yaml charts/agent-sandbox/files/admission/policy.yaml && cp k8s/admission/hibernation-policy.yaml charts/agent-sandbox/files/admission/hibernation-policy.yaml
 	@# The local cluster installs this copy: it names the images mkimages
 	@# imports (localhost/agent-sandbox/...:dev), not a registry's.
 	@tmp=$$(mktemp -d) && OUT_DIR=$$tmp IMAGE_REPO=localhost/agent-sandbox IMAGE_TAG=dev hack/release-manifests.sh >/dev/null && \
 		cp $$tmp/sandbox-with-extensions.yaml internal/platform/manifests/ && rm -rf $$tmp
+	{ cat k8s/admission/hibernation-policy.yaml; echo ---; cat k8s/admission/hibernation-binding.yaml; } \
+		> internal/platform/manifests/hibernation.yaml
 	{ cat examples/python-runtime/sandboxtemplate.yaml; echo ---; cat examples/python-runtime/sandboxwarmpool.yaml; } \
 		> internal/platform/manifests/default-pool.yaml
 

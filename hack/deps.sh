@@ -7,7 +7,9 @@
 #   - gVisor runsc + patched containerd-shim-runsc-v1 (hack/gvisor/build.sh);
 #   - CoreDNS, kube-router (NetworkPolicy firewall) and local-path-provisioner
 #     (hack/coredns, hack/kuberouter, hack/localpath);
-#   - the pause binary for the pod sandbox image (internal/localcluster/pause).
+#   - the pause binary for the pod sandbox image (internal/localcluster/pause);
+#   - the deep-hibernation node agent (cmd/sandbox-hibernate-agent), a host
+#     process of the local cluster.
 # Nothing is rebuilt when present, so a second run is a fast no-op.
 # Usage: hack/deps.sh            (the Makefile's `make deps` runs exactly this)
 set -euo pipefail
@@ -68,4 +70,16 @@ if [ ! -x "$pause" ] || [ "$(cat "$pause.source-sha256" 2>/dev/null)" != "$src_s
   echo "$src_sum" > "$pause.source-sha256"
 fi
 step "pause: $pause"
+
+agent="$CACHE/bin/sandbox-hibernate-agent/sandbox-hibernate-agent"
+# Keyed by its own sources and the module's dependencies (go.sum), by content.
+agent_sum="$(cat cmd/sandbox-hibernate-agent/*.go internal/hibernate/*.go go.sum | sha256sum | cut -d' ' -f1)"
+if [ ! -x "$agent" ] || [ "$(cat "$agent.source-sha256" 2>/dev/null)" != "$agent_sum" ]; then
+  mkdir -p "$(dirname "$agent")"
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$agent.tmp" ./cmd/sandbox-hibernate-agent \
+    || fail "building sandbox-hibernate-agent failed (see above)"
+  mv "$agent.tmp" "$agent"
+  echo "$agent_sum" > "$agent.source-sha256"
+fi
+step "sandbox-hibernate-agent: $agent"
 step "done"

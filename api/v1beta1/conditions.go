@@ -50,4 +50,9 @@ const (
 	// False: the snapshot was missing, corrupt or from another runtime
 	// version; the Pod started clean with its volumes.
 	ReasonSnapshotRestoreFailed = "SnapshotRestoreFailed"
+	// False: the resumed Pod did not report a restore result in time (no
+	// node agent, or the Pod never started on the snapshot's node); the
+	// snapshot is not used again and a Pod that never started is
+	// recreated clean.
+	ReasonSnapshotRestoreUnknown = "SnapshotRestoreUnknown"
 )

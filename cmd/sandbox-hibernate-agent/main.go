@@ -13,11 +13,17 @@ import (
 	"os/signal"
 	"syscall"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	"sigs.k8s.io/agent-sandbox/internal/hibernate"
 )
+
+// version is stamped by the image build (-X main.version).
+var version = "dev"
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -33,9 +39,14 @@ func run(args []string) error {
 	store := fs.String("store", "/var/lib/agent-sandbox/hibernate", "node-local snapshot store (the shim's AGENT_SANDBOX_HIBERNATE_DIR)")
 	runsc := fs.String("runsc", "runsc", "the runsc binary the node's shim uses")
 	runscRoot := fs.String("runsc-root", "/run/agent-sandbox/runsc/k8s.io", "the shim's runsc state root for containerd's k8s.io namespace")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	taskDir := fs.String("task-dir", "/run/agent-sandbox/containerd/io.containerd.runtime.v2.task/k8s.io", "containerd's task bundle dir for the k8s.io namespace")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion {
+		fmt.Println("sandbox-hibernate-agent", version)
+		return nil
 	}
 	if *node == "" {
 		return fmt.Errorf("--node-name (or $NODE_NAME) is required")
@@ -50,8 +61,21 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	sandboxes, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating sandbox client: %w", err)
+	}
 	a := &hibernate.Agent{Client: cs, NodeName: *node, Checkpointer: hibernate.Checkpointer{
 		Store: hibernate.Store{Root: *store}, Runsc: *runsc, RunscRoot: *runscRoot, TaskDir: *taskDir,
+	}, SandboxUID: func(ctx context.Context, namespace, name string) (string, error) {
+		sb, err := sandboxes.AgentsV1beta1().Sandboxes(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("getting sandbox %s/%s: %w", namespace, name, err)
+		}
+		return string(sb.UID), nil
 	}}
 	return a.Run(ctx)
 }

@@ -22,6 +22,13 @@ SRC="$CACHE/src/gvisor-$VERSION-$PATCH_REV"
 WORK="$CACHE/build/gvisor-$VERSION-$PATCH_REV"
 mkdir -p "$OUT"
 
+# The hibernation shim is this repository's code: rebuilt when its sources
+# change, by content (the upstream binaries are keyed by VERSION alone).
+shim_sum="$(cat $(find hibernateshim -name '*.go' | sort) go.sum | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$OUT/containerd-shim-runsc-hibernate-v1.source-sha256" 2>/dev/null)" != "$shim_sum" ]; then
+  rm -f "$OUT/containerd-shim-runsc-hibernate-v1"
+fi
+
 if [ -x "$OUT/runsc" ] && [ -x "$OUT/containerd-shim-runsc-v1" ] && [ -x "$OUT/containerd-shim-runsc-hibernate-v1" ]; then
   echo "$OUT"
   exit 0
@@ -59,4 +66,5 @@ build runsc gvisor.dev/gvisor/runsc
 build containerd-shim-runsc-v1 gvisor.dev/gvisor/shim
 # The same shim plus the deep-hibernation restore extension (hibernateshim/).
 build containerd-shim-runsc-hibernate-v1 ./hibernateshim
+echo "$shim_sum" > "$OUT/containerd-shim-runsc-hibernate-v1.source-sha256"
 echo "$OUT"

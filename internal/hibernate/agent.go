@@ -27,7 +27,16 @@ type Agent struct {
 	Checkpointer Checkpointer
 	// ResultPoll is how often a restoring Pod's shim result is looked for.
 	ResultPoll time.Duration
+	// SandboxUID looks Sandboxes up for the snapshot garbage collection
+	// (Store.Collect); nil turns it off.
+	SandboxUID SandboxUIDFunc
+	// CollectEvery is the collection period (default 1 minute).
+	CollectEvery time.Duration
 }
+
+// staleCheckpoint: a partial snapshot this old is from a killed agent (a
+// checkpoint is bounded by the controller's timeout, 60 s by default).
+const staleCheckpoint = 10 * time.Minute
 
 // Run processes Pods until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
@@ -55,6 +64,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("pod cache did not sync")
 	}
 	go func() { <-ctx.Done(); q.ShutDown() }()
+	if a.SandboxUID != nil {
+		go a.collectLoop(ctx)
+	}
 	for {
 		key, quit := q.Get()
 		if quit {
@@ -154,4 +166,29 @@ func (a *Agent) annotate(ctx context.Context, p *corev1.Pod, k, v string) error 
 		return fmt.Errorf("annotating pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil
+}
+
+// collectLoop removes the snapshots of deleted Sandboxes, at start and then
+// every CollectEvery.
+func (a *Agent) collectLoop(ctx context.Context) {
+	every := a.CollectEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		deleted, err := a.Checkpointer.Store.Collect(ctx, a.SandboxUID, staleCheckpoint, time.Now())
+		if err != nil {
+			klog.ErrorS(err, "collecting snapshots")
+		}
+		for _, d := range deleted {
+			klog.InfoS("deleted the snapshot of a Sandbox that no longer exists", "snapshot", d)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,5 +78,68 @@ func TestAgentActsOnlyForSandboxPods(t *testing.T) {
 	p.Annotations[AnnotationCheckpointResult] = "{}"
 	if wants(p) {
 		t.Fatal("an answered request must not be redone")
+	}
+}
+
+// Snapshots of deleted (or recreated) Sandboxes are removed, those of live
+// ones kept, and a failed lookup never deletes anything.
+func TestCollectRemovesSnapshotsOfGoneSandboxes(t *testing.T) {
+	s := Store{Root: t.TempDir()}
+	put := func(ns, id, name, uid string) {
+		dir, _ := s.SnapshotDir(ns, id)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		b := []byte(`{"namespace":"` + ns + `","sandboxName":"` + name + `","sandboxUID":"` + uid + `","files":{"pages.img":1}}`)
+		if err := os.WriteFile(filepath.Join(dir, metaFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("team-a", "uid-live", "live", "uid-live")
+	put("team-a", "uid-gone", "gone", "uid-gone")
+	put("team-a", "uid-old", "recreated", "uid-old")
+	put("team-b", "uid-err", "flaky", "uid-err")
+	stale, _ := s.SnapshotDir("team-a", "uid-stale")
+	fresh, _ := s.SnapshotDir("team-a", "uid-writing")
+	for _, d := range []string{stale + ".partial", fresh + ".partial"} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale+".partial", old, old); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(_ context.Context, ns, name string) (string, error) {
+		switch name {
+		case "live":
+			return "uid-live", nil
+		case "recreated":
+			return "uid-new", nil
+		case "flaky":
+			return "", os.ErrDeadlineExceeded
+		}
+		return "", nil
+	}
+	deleted, err := s.Collect(context.Background(), lookup, 10*time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"team-a/uid-gone": true, "team-a/uid-old": true, "team-a/uid-stale.partial": true}
+	if len(deleted) != len(want) {
+		t.Fatalf("deleted %v, want %v", deleted, want)
+	}
+	for _, d := range deleted {
+		if !want[d] {
+			t.Errorf("deleted %s", d)
+		}
+	}
+	for _, keep := range [][2]string{{"team-a", "uid-live"}, {"team-b", "uid-err"}} {
+		if _, err := s.ReadMeta(keep[0], keep[1]); err != nil {
+			t.Errorf("%s/%s was deleted: %v", keep[0], keep[1], err)
+		}
+	}
+	if _, err := os.Stat(fresh + ".partial"); err != nil {
+		t.Errorf("a checkpoint being written was removed: %v", err)
 	}
 }

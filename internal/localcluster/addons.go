@@ -406,7 +406,8 @@ endpoints:
 ports:
 - {name: dns, port: 53, protocol: UDP}
 - {name: dns-tcp, port: 53, protocol: TCP}
-`, localPathNamespace, localPathServiceAccount, localPathConfigMap,
+---
+`+hibernateAgentRBAC, localPathNamespace, localPathServiceAccount, localPathConfigMap,
 		indent(localPathSetup, 4), indent(localPathTeardown, 4),
 		LocalPathStorageClass, localPathProvisioner, dnsIP, c.cfg.NodeIP)
 }

@@ -12,6 +12,7 @@ type binaries struct {
 	Containerd, ShimRunc, Ctr                                       string
 	Runsc, ShimRunsc                                                string
 	Pause                                                           string
+	HibernateAgent                                                  string
 	KubeProxy, CoreDNS, KubeRouter, LocalPath                       string
 	Runc, IP, Iptables, Ipset, Busybox                              string
 	CNIBinDir                                                       string
@@ -36,6 +37,7 @@ func (c Config) locateBinaries() (binaries, error) {
 		Runsc:             filepath.Join(gb, "runsc"),
 		ShimRunsc:         filepath.Join(gb, "containerd-shim-runsc-v1"),
 		Pause:             c.pauseBinary(),
+		HibernateAgent:    c.hibernateAgentBinary(),
 		KubeProxy:         filepath.Join(kb, "kube-proxy"),
 		CoreDNS:           filepath.Join(c.addonBinDir("coredns", CoreDNSVersion), "coredns"),
 		KubeRouter:        filepath.Join(c.addonBinDir("kube-router", KubeRouterVersion), "kube-router"),
@@ -49,7 +51,7 @@ func (c Config) locateBinaries() (binaries, error) {
 		b.ShimRunsc = p
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.Kubectl,
-		b.Containerd, b.ShimRunc, b.Ctr, b.Runsc, b.ShimRunsc, b.Pause,
+		b.Containerd, b.ShimRunc, b.Ctr, b.Runsc, b.ShimRunsc, b.Pause, b.HibernateAgent,
 		b.KubeProxy, b.CoreDNS, b.KubeRouter, b.LocalPath} {
 		if !isExecutable(p) {
 			return b, userError(nil, depsFix, "%s is not built (looked for %s)", filepath.Base(p), p)

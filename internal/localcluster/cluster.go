@@ -215,7 +215,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 			return fmt.Errorf("apply node add-on manifests: %w", err)
 		}
 		ag, actx := errgroup.WithContext(gctx)
-		for _, name := range []string{compCoreDNS, compLocalPath} {
+		for _, name := range []string{compCoreDNS, compLocalPath, compHibernateAgent} {
 			ag.Go(func() error { return c.ensureComponent(actx, name, plan[name], 60*time.Second) })
 		}
 		ag.Go(func() error {
@@ -423,7 +423,7 @@ func (c *Cluster) Down(ctx context.Context, purge bool) error {
 	// CRI, so the CNI plugin releases addresses and removes the veths, then
 	// containerd.
 	var ag sync.WaitGroup
-	for _, name := range []string{compKubeRouter, compKubeProxy} {
+	for _, name := range []string{compKubeRouter, compKubeProxy, compHibernateAgent} {
 		ag.Add(1)
 		go func() { defer ag.Done(); c.stopComponent(name, recs[name], 10*time.Second) }()
 	}

@@ -19,7 +19,7 @@ const (
 
 // Components lists every component in start order; Down stops them in reverse.
 var Components = []string{compEtcd, compContainerd, compAPIServer, compControllerManager, compScheduler, compKubelet,
-	compCoreDNS, compKubeProxy, compKubeRouter, compLocalPath}
+	compCoreDNS, compKubeProxy, compKubeRouter, compLocalPath, compHibernateAgent}
 
 const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -45,6 +45,8 @@ func (c *Cluster) spec(name string) procSpec {
 		return c.kubeRouterSpec()
 	case compLocalPath:
 		return c.localPathSpec()
+	case compHibernateAgent:
+		return c.hibernateAgentSpec()
 	}
 	panic("unknown component " + name)
 }

@@ -50,6 +50,9 @@ func (c *Cluster) health(name string) healthCheck {
 		// It serves nothing; a bad config or missing permission makes it
 		// exit at start, which waitHealthy reports. Give it that moment.
 		return c.aliveFor(compLocalPath, 500*time.Millisecond)
+	case compHibernateAgent:
+		// Same: it serves nothing and exits at start on a bad config.
+		return c.aliveFor(compHibernateAgent, 500*time.Millisecond)
 	}
 	panic("unknown component " + name)
 }

@@ -64,6 +64,7 @@ func (c Config) leafSpecs() []certSpec {
 		{name: "coredns", cn: "system:agent-sandbox:coredns"},
 		{name: "kube-router", cn: "system:agent-sandbox:kube-router"},
 		{name: "local-path-provisioner", cn: "system:agent-sandbox:local-path-provisioner"},
+		hibernateAgentCert(),
 	}
 }
 
@@ -248,6 +249,7 @@ var kubeconfigUsers = map[string]string{
 	"coredns.conf":            "coredns",
 	"kube-router.conf":        "kube-router",
 	"local-path.conf":         "local-path-provisioner",
+	hibernateAgentConf:        compHibernateAgent,
 }
 
 func (c Config) apiServerURL() string {

@@ -24,7 +24,7 @@ func Manifest(name string) ([]byte, error) {
 // Install applies the embedded platform manifest and waits until the
 // controller and router Deployments are Available, as `up` does.
 func Install(ctx context.Context, cfg *rest.Config) error {
-	if err := applyEmbedded(ManifestName)(ctx, nil, cfg); err != nil {
+	if err := applyPlatform(ctx, nil, cfg); err != nil {
 		return err
 	}
 	return waitDeployments("agent-sandbox-controller", "sandbox-router")(ctx, nil, cfg)

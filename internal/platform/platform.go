@@ -67,7 +67,8 @@ func ImageTarballs(cacheDir string) ([]string, error) {
 // Hooks are the install steps, run by `up` once the node is Ready.
 func Hooks() []localcluster.Hook {
 	return []localcluster.Hook{
-		{Name: "install agent-sandbox controller and router", Run: applyEmbedded("sandbox-with-extensions.yaml")},
+		// With deep hibernation on (hibernation.go).
+		{Name: "install agent-sandbox controller and router", Run: applyPlatform},
 		{Name: "wait for controller and router", Run: waitDeployments("agent-sandbox-controller", "sandbox-router")},
 		{Name: "create " + DefaultPool, Run: applyEmbedded("default-pool.yaml")},
 		{Name: "wait for warm sandboxes", Run: waitPool(metav1.NamespaceDefault, DefaultPool)},

@@ -16,9 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/agent-sandbox/internal/hibernate"
 	"sigs.k8s.io/agent-sandbox/internal/localcluster"
+	"sigs.k8s.io/agent-sandbox/internal/platform"
 )
 
 const pythonRuntimeImage = "localhost/agent-sandbox/python-runtime:dev"
@@ -92,6 +96,23 @@ func readCounter(ctx context.Context, t *testing.T, podIP string) counterState {
 	return counterState{pid: pid, n: n, file: f[2], mem: f[3], token: f[4]}
 }
 
+// asController returns a Pod client that authenticates as the controller's
+// ServiceAccount: the hibernation admission policy `up` installs lets only
+// that identity create a Pod with the restore annotation.
+func asController(tb testing.TB) typedcorev1.PodInterface {
+	tb.Helper()
+	cfg := *restConfig
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + platform.Namespace + ":agent-sandbox-controller",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + platform.Namespace, "system:authenticated"},
+	}
+	cs, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cs.CoreV1().Pods(metav1.NamespaceDefault)
+}
+
 func hibernateCheckpointer() hibernate.Checkpointer {
 	cfg := localcluster.DefaultConfig()
 	return hibernate.Checkpointer{
@@ -158,7 +179,7 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 	t.Logf("checkpoint of a 64 MiB counter: %v, %d MiB", time.Since(start).Round(time.Millisecond), meta.Size()>>20)
 	deletePod(t, orig.Name)
 
-	restored, err := pods.Create(ctx, counterPod("hib-counter-restored", 64,
+	restored, err := asController(t).Create(ctx, counterPod("hib-counter-restored", 64,
 		map[string]string{hibernate.AnnotationRestoreSnapshot: snap}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -193,21 +214,15 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 		t.Fatalf("counter stopped after restore: %d, then %+v (%v)", after.n, later, err)
 	}
 
-	// The node agent (its real loop, in this process, on this node) reports
-	// the shim's result on the Pod for the controller, then drops the
-	// consumed snapshot.
-	actx, stopAgent := context.WithCancel(ctx)
-	agentDone := make(chan error, 1)
-	go func() {
-		agentDone <- (&hibernate.Agent{Client: clientset, NodeName: ready.Spec.NodeName, Checkpointer: cp}).Run(actx)
-	}()
+	// The node agent `up` runs (a host process on this node) reports the
+	// shim's result on the Pod for the controller, then drops the consumed
+	// snapshot.
 	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, restored.Name, metav1.GetOptions{})
 		return err == nil && p.Annotations[hibernate.AnnotationRestoreResult] != "", nil
 	})
-	stopAgent()
-	if aerr := <-agentDone; aerr != nil || err != nil {
-		t.Fatalf("agent did not report the restore: %v / %v", err, aerr)
+	if err != nil {
+		t.Fatalf("the node agent did not report the restore: %v", err)
 	}
 	p, _ := pods.Get(ctx, restored.Name, metav1.GetOptions{})
 	if r, err := hibernate.DecodeResult(p.Annotations[hibernate.AnnotationRestoreResult]); err != nil || r.State != hibernate.StateRestored {
@@ -228,7 +243,7 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 	if err := os.Truncate(filepath.Join(dir, "pages.img"), 4096); err != nil {
 		t.Fatal(err)
 	}
-	clean, err := pods.Create(ctx, counterPod("hib-counter-truncated", 64,
+	clean, err := asController(t).Create(ctx, counterPod("hib-counter-truncated", 64,
 		map[string]string{hibernate.AnnotationRestoreSnapshot: snap}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +293,11 @@ func benchHibernateOnce(b *testing.B, mib int) {
 	tb := &benchT{B: b}
 	create := func(n string, ann map[string]string) (*corev1.Pod, time.Duration, counterState) {
 		start := time.Now()
-		p, err := pods.Create(ctx, counterPod(n, mib, ann), metav1.CreateOptions{})
+		create := pods.Create
+		if ann != nil {
+			create = asController(b).Create
+		}
+		p, err := create(ctx, counterPod(n, mib, ann), metav1.CreateOptions{})
 		must(err)
 		st := waitFirstAnswer(ctx, b, n)
 		return p, time.Since(start), st

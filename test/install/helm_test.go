@@ -80,6 +80,7 @@ func TestChartCopiesGenerated(t *testing.T) {
 	same(repo("k8s", "rbac", "core", "role.yaml"), repo("charts", "agent-sandbox", "files", "rbac", "core-role.yaml"))
 	same(repo("k8s", "rbac", "extensions", "role.yaml"), repo("charts", "agent-sandbox", "files", "rbac", "extensions-role.yaml"))
 	same(repo("k8s", "admission", "policy.yaml"), repo("charts", "agent-sandbox", "files", "admission", "policy.yaml"))
+	same(repo("k8s", "admission", "hibernation-policy.yaml"), repo("charts", "agent-sandbox", "files", "admission", "hibernation-policy.yaml"))
 }
 
 func TestHelmLint(t *testing.T) {
@@ -308,4 +309,54 @@ func TestHelmBadValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Deep hibernation is off by default; controller.deepHibernation=true adds
+// the flag, the node agent DaemonSet with pods-only RBAC, and the admission
+// policy naming the release namespace's ServiceAccounts.
+func TestHelmDeepHibernation(t *testing.T) {
+	for _, k := range keys(decode(t, helmTemplate(t))) {
+		if strings.Contains(k, "hibernat") {
+			t.Errorf("deep hibernation is off by default, yet %s is rendered", k)
+		}
+	}
+	objs := decode(t, helmTemplate(t, "--namespace", "sbx", "--set", "controller.deepHibernation=true", "--set", "controller.checkpointTimeout=20s",
+		"--set-string", "hibernationAgent.nodeSelector.gvisor=true"))
+	args, _, _ := unstructured.NestedStringSlice(container(t, get(t, objs, "Deployment/sbx/agent-sandbox-controller")), "args")
+	for _, want := range []string{"--deep-hibernation=true", "--checkpoint-timeout=20s"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("controller args %v lack %s", args, want)
+		}
+	}
+	ds := get(t, objs, "DaemonSet/sbx/sandbox-hibernate-agent")
+	if pid, _, _ := unstructured.NestedBool(ds.Object, "spec", "template", "spec", "hostPID"); !pid {
+		t.Error("the agent must run in the host PID namespace")
+	}
+	if sel, _, _ := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector"); sel["gvisor"] != "true" {
+		t.Errorf("agent nodeSelector = %v", sel)
+	}
+	aargs, _, _ := unstructured.NestedStringSlice(container(t, ds), "args")
+	for _, want := range []string{"--node-name=$(NODE_NAME)", "--runsc-root=/run/containerd/runsc/k8s.io", "--store=/var/lib/agent-sandbox/hibernate"} {
+		if !slices.Contains(aargs, want) {
+			t.Errorf("agent args %v lack %s", aargs, want)
+		}
+	}
+	rules, _, _ := unstructured.NestedSlice(get(t, objs, "ClusterRole//agent-sandbox-hibernate-agent").Object, "rules")
+	if len(rules) != 2 || !reflect.DeepEqual(rules[0].(map[string]any)["resources"], []any{"pods"}) ||
+		!reflect.DeepEqual(rules[1].(map[string]any)["resources"], []any{"sandboxes"}) ||
+		!reflect.DeepEqual(rules[1].(map[string]any)["verbs"], []any{"get"}) {
+		t.Errorf("agent rules = %v, want pods, and get on sandboxes", rules)
+	}
+	pol := get(t, objs, "ValidatingAdmissionPolicy//agent-sandbox-hibernation")
+	vars, _, _ := unstructured.NestedSlice(pol.Object, "spec", "variables")
+	var exprs []string
+	for _, v := range vars {
+		exprs = append(exprs, v.(map[string]any)["expression"].(string))
+	}
+	joined := strings.Join(exprs, "\n")
+	if !strings.Contains(joined, "system:serviceaccount:sbx:agent-sandbox-controller") ||
+		!strings.Contains(joined, "system:serviceaccount:sbx:sandbox-hibernate-agent") || strings.Contains(joined, "agent-sandbox-system") {
+		t.Errorf("policy identities are not the release namespace's:\n%s", joined)
+	}
+	get(t, objs, "ValidatingAdmissionPolicyBinding//agent-sandbox-hibernation")
 }

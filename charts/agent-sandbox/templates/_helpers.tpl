@@ -92,6 +92,8 @@ pprofMutexProfileFraction: pprof-mutex-profile-fraction
 enableTracing: enable-tracing
 zapLogLevel: zap-log-level
 zapEncoder: zap-encoder
+deepHibernation: deep-hibernation
+checkpointTimeout: checkpoint-timeout
 {{- end }}
 
 {{/*

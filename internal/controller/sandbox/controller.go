@@ -196,6 +196,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 
 	deferred, problem, reconcileErr := r.reconcileChildren(ctx, sb)
+	if wait, err := r.restoreWatchdog(ctx, sb); err != nil { // deep hibernation, hibernate.go
+		reconcileErr = errors.Join(reconcileErr, err)
+	} else {
+		deferred = earliest(deferred, wait)
+	}
 
 	result := ctrl.Result{RequeueAfter: deferred}
 	if sb.Spec.ShutdownTime != nil {

@@ -156,6 +156,53 @@ func (r *Reconciler) observeRestore(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod)
 	r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonSnapshotRestoreFailed, "Resume", "Pod %q started clean: %s", pod.Name, reason)
 }
 
+// restoreTimeout bounds how long a resumed Pod may go without the node
+// agent's restore result: the Pod's creation, scheduling to the pinned node,
+// the restore itself and the agent's report.
+func (r *Reconciler) restoreTimeout() time.Duration { return 2 * r.checkpointTimeout() }
+
+// restoreWatchdog keeps a resume from depending on the node agent forever.
+// While status.memorySnapshot is set, every new Pod is created with the
+// restore annotation and pinned to the snapshot's node; without a result
+// (no agent on the node, agent down, node gone) that would last for ever:
+// a recreated Pod would restore the same memory a second time, and a Pod
+// pinned to a node that does not start it would stay Pending. After
+// restoreTimeout the snapshot reference is dropped (the condition says the
+// outcome is unknown), and a Pod that never started is deleted so the next
+// one starts clean on any node. It returns when to look again.
+func (r *Reconciler) restoreWatchdog(ctx context.Context, sb *sandboxv1beta1.Sandbox) (time.Duration, error) {
+	snap := sb.Status.MemorySnapshot
+	if !r.Options.DeepHibernation || snap == nil || sb.IsSuspended() {
+		return 0, nil
+	}
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	if !ownedBy(pod, sb) || pod.DeletionTimestamp != nil || pod.Annotations[hibernate.AnnotationRestoreSnapshot] != snap.ID {
+		return 0, nil
+	}
+	if _, reported := pod.Annotations[hibernate.AnnotationRestoreResult]; reported {
+		return 0, nil // observeRestore consumes it
+	}
+	if left := r.restoreTimeout() - r.now().Sub(pod.CreationTimestamp.Time); left > 0 {
+		return left, nil
+	}
+	sb.Status.MemorySnapshot = nil
+	msg := fmt.Sprintf("the node agent on %s did not report within %s whether Pod %q was restored; the snapshot will not be used again",
+		snap.NodeName, r.restoreTimeout(), pod.Name)
+	if pod.Status.StartTime == nil {
+		msg = fmt.Sprintf("Pod %q was not started on node %s (which holds the snapshot) within %s; recreating it without the snapshot",
+			pod.Name, snap.NodeName, r.restoreTimeout())
+		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("deleting pod %q that never started: %w", pod.Name, err)
+		}
+	}
+	setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonSnapshotRestoreUnknown, msg)
+	r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonSnapshotRestoreUnknown, "Resume", "%s", msg)
+	return 0, nil
+}
+
 func setMemoryCondition(sb *sandboxv1beta1.Sandbox, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&sb.Status.Conditions, metav1.Condition{
 		Type: sandboxv1beta1.SandboxConditionMemorySnapshot, Status: status, Reason: reason, Message: msg,

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -169,4 +170,52 @@ func TestDeepHibernationTemplateCannotNameSnapshot(t *testing.T) {
 	if v, ok := p.Annotations[hibernate.AnnotationRestoreSnapshot]; ok {
 		t.Fatalf("tenant template put %s=%q on the Pod", hibernate.AnnotationRestoreSnapshot, v)
 	}
+}
+
+// A resumed Pod whose restore nobody reports (no node agent on the node, or
+// it is down) must not keep the snapshot referenced for ever: after the
+// restore timeout status.memorySnapshot is cleared, the condition says the
+// outcome is unknown, and a Pod recreated later starts clean (no restore
+// annotation), instead of restoring the same memory a second time.
+func TestDeepHibernationRestoreWithoutAgentIsNotKeptForever(t *testing.T) {
+	ns := newNamespace(t)
+	sb := gvisorSandbox(t, ns, "hib-noagent")
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeSuspended)
+	pod := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationCheckpointRequested)
+	annotatePod(t, pod, hibernate.AnnotationCheckpointResult, hibernate.CheckpointResult{OK: true, SizeBytes: 1 << 20}.Encode())
+	waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionTrue, sandboxv1beta1.ReasonMemorySnapshotSaved)
+	eventually(t, 20*time.Second, "pod deleted", gone(pod))
+
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeRunning)
+	restored := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationRestoreSnapshot)
+	// Nobody answers for the restored Pod.
+	got := waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionFalse, sandboxv1beta1.ReasonSnapshotRestoreUnknown)
+	if got.Status.MemorySnapshot != nil {
+		t.Fatalf("memorySnapshot kept without a restore result: %+v", got.Status.MemorySnapshot)
+	}
+	if c := condition(got, sandboxv1beta1.SandboxConditionMemorySnapshot); !strings.Contains(c.Message, "did not report") {
+		t.Fatalf("condition message %q", c.Message)
+	}
+	// The Pod that did start is kept (it may well be the restored one).
+	if p, err := getPod(ns, sb.Name); err != nil || p.UID != restored.UID {
+		t.Fatalf("the started Pod was replaced: %v", err)
+	}
+	// A later Pod of this Sandbox starts clean.
+	if err := k8s.Delete(ctxT(t), restored); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a new pod", func() (bool, error) {
+		p, err := getPod(ns, sb.Name)
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if p.UID == restored.UID {
+			return false, nil
+		}
+		if v, ok := p.Annotations[hibernate.AnnotationRestoreSnapshot]; ok {
+			return false, fmt.Errorf("the recreated Pod restores %q again", v)
+		}
+		return true, nil
+	})
 }

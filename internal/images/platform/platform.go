@@ -24,8 +24,10 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/images"
 )
 
-// Names lists the images this package builds, in build order.
-var Names = []string{"controller", "router"}
+// Names lists the images this package builds, in build order. The
+// deep-hibernation node agent's image is for the chart's DaemonSet
+// (hibernationAgent); the local cluster runs the agent as a host process.
+var Names = []string{"controller", "router", "sandbox-hibernate-agent"}
 
 // NonRootUID is the uid and gid both images run as (distroless "nonroot").
 const NonRootUID = 65532
@@ -53,6 +55,14 @@ var binaries = map[string]binary{
 		ports:       []string{"8080/tcp", "8081/tcp"}, // metrics, probes
 		ldflags: func(version, commit string) []string {
 			return []string{"-X main.version=" + version, "-X main.gitCommit=" + commit}
+		},
+	},
+	"sandbox-hibernate-agent": {
+		pkg:         "./cmd/sandbox-hibernate-agent",
+		file:        "sandbox-hibernate-agent",
+		description: "agent-sandbox deep-hibernation node agent: gVisor checkpoints for the controller",
+		ldflags: func(version, _ string) []string {
+			return []string{"-X main.version=" + version}
 		},
 	},
 	"router": {

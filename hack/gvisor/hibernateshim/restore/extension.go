@@ -79,7 +79,12 @@ func (s *restoringService) Start(ctx context.Context, r *task.StartRequest) (*ta
 	if r.ID != s.id || r.ExecID != "" {
 		return s.TaskServiceExt.Start(ctx, r)
 	}
-	resp, err := s.TaskServiceExt.Restore(ctx, &extension.RestoreRequest{Start: r, Conf: extension.RestoreConfig{ImagePath: s.image}})
+	// Background: runsc restore returns once the sandbox's state is back
+	// and loads the memory pages while the processes already run (the
+	// checkpoint is uncompressed), so the first answer does not wait for
+	// every page of a large heap. The image files stay readable through
+	// the open descriptors after the agent deletes the consumed snapshot.
+	resp, err := s.TaskServiceExt.Restore(ctx, &extension.RestoreRequest{Start: r, Conf: extension.RestoreConfig{ImagePath: s.image, Background: true}})
 	if err != nil {
 		if !s.pod {
 			// The sandbox now waits for a restore that cannot happen, and a
