@@ -147,7 +147,7 @@ func decidePlatform(requested string, deviceErr error, probe func() kvmProbe) (P
 func checkKVMDevice(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return err // names the path already
 	}
 	return f.Close()
 }
@@ -306,7 +306,7 @@ func (c *Cluster) choosePlatform(ctx context.Context) (PlatformChoice, error) {
 		return pc, err
 	}
 	pc.DecidedAt = time.Now().UTC().Truncate(time.Second)
-	if pc.Platform == PlatformSystrap && strings.HasPrefix(pc.Reason, "fallback") && kvmIsPVM() {
+	if pc.Platform == PlatformSystrap && strings.HasPrefix(pc.Reason, "fallback: kvm smoke test failed") && kvmIsPVM() {
 		// The known cause on this kind of VM, so `status` can say it.
 		pc.Reason += " (/dev/kvm is the kvm_pvm software hypervisor, which runsc's kvm platform does not run on)"
 	}
@@ -345,3 +345,18 @@ func (c *Cluster) runscPlatformOptions() string {
 	}
 	return ""
 }
+
+// ChooseGVisorPlatform runs the platform decision of Up on its own (the kvm
+// probe included) and records it under the Config's RunDir; a Config with
+// a RunDir of its own leaves a running cluster's record alone.
+func (c *Cluster) ChooseGVisorPlatform(ctx context.Context) (PlatformChoice, error) {
+	bins, err := c.cfg.locateBinaries()
+	if err != nil {
+		return PlatformChoice{}, err
+	}
+	c.bins = bins
+	return c.choosePlatform(ctx)
+}
+
+// RunscConfigPath is the runsc.toml the gVisor shim reads.
+func (c *Cluster) RunscConfigPath() string { return c.runscConfigPath() }
