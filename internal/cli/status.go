@@ -23,6 +23,8 @@ type localStatus struct {
 	Running    bool                           `json:"running"`
 	Kubeconfig string                         `json:"kubeconfig,omitempty"`
 	Components []localcluster.ComponentStatus `json:"components"`
+	// GVisorPlatform is the gVisor platform `up` chose, and why.
+	GVisorPlatform *localcluster.PlatformChoice `json:"gvisorPlatform,omitempty"`
 }
 
 func newStatusCommand(flags *clusterFlags) *cobra.Command {
@@ -50,7 +52,7 @@ func newStatusCommand(flags *clusterFlags) *cobra.Command {
 			server := fetchServerInfo(cmd.Context(), flags)
 			if output == "json" {
 				b, err := json.MarshalIndent(statusReport{
-					Local:  localStatus{Running: st.Running(), Kubeconfig: st.Kubeconfig, Components: st.Components},
+					Local:  localStatus{Running: st.Running(), Kubeconfig: st.Kubeconfig, Components: st.Components, GVisorPlatform: st.GVisorPlatform},
 					Server: server,
 				}, "", "  ")
 				if err != nil {
@@ -88,6 +90,9 @@ func printStatus(w io.Writer, st localcluster.Status) {
 	fmt.Fprintf(tw, "pods+shims\t%d procs\t\t%s\t\n", st.RuntimeProcesses, mib(st.RuntimeRSS))
 	fmt.Fprintf(tw, "total\t\t\t%s\t\n", mib(total+st.RuntimeRSS))
 	_ = tw.Flush()
+	if pc := st.GVisorPlatform; pc != nil {
+		fmt.Fprintf(w, "\ngVisor platform: %s (%s)\n", pc.Platform, pc.Reason)
+	}
 	switch {
 	case st.Running():
 		fmt.Fprintf(w, "\nkubeconfig: %s\n", st.Kubeconfig)

@@ -15,6 +15,7 @@ func postUpHooks() []localcluster.Hook { return nil }
 
 func newUpCommand() *cobra.Command {
 	var manifests, images []string
+	var gvisorPlatform string
 	installPlatform := true
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -32,6 +33,7 @@ func newUpCommand() *cobra.Command {
 			cfg.Images = images
 			cfg.ManifestPaths = manifests
 			cfg.PostUp = postUpHooks()
+			cfg.GVisorPlatform = gvisorPlatform
 			if installPlatform {
 				tars, err := platform.ImageTarballs(cfg.CacheDir)
 				if err != nil {
@@ -61,5 +63,7 @@ func newUpCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&images, "image", nil, "image tarball to import into containerd before starting (repeatable)")
 	cmd.Flags().BoolVar(&installPlatform, "platform", true,
 		"install agent-sandbox (controller with extensions, router, images built by 'make images') and the python-sandbox-pool warm pool")
+	cmd.Flags().StringVar(&gvisorPlatform, "gvisor-platform", "",
+		"gVisor platform of the node: auto (kvm if a kvm smoke run passes, else systrap), kvm or systrap (default $"+localcluster.EnvGVisorPlatform+", else auto)")
 	return cmd
 }

@@ -30,6 +30,8 @@ type Cluster struct {
 	// condition in etcd may be a stale one from before, so Up then waits
 	// for a heartbeat newer than this.
 	kubeletStarted time.Time
+	// platform is the gVisor platform Up chose (platform.go).
+	platform PlatformChoice
 }
 
 // New returns a Cluster for cfg. progress, if not nil, receives one line per
@@ -137,6 +139,10 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := c.cfg.ensurePKI(); err != nil {
 		return fmt.Errorf("generate PKI: %w", err)
 	}
+	if c.platform, err = c.choosePlatform(ctx); err != nil {
+		return err
+	}
+	c.step("gVisor platform: %s (%s)", c.platform.Platform, c.platform.Reason)
 	if err := c.writeConfigs(); err != nil {
 		return fmt.Errorf("write configs: %w", err)
 	}

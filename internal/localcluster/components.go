@@ -275,19 +275,20 @@ disabled_plugins = [
 		q(c.bins.CNIBinDir), q(c.cfg.cniConfDir()))
 }
 
-// runscConfig is read by the gVisor shim (ConfigPath above). systrap is the
-// platform that works everywhere, including nested VMs where kvm hangs.
+// runscConfig is read by the gVisor shim (ConfigPath above). The platform is
+// the one Up chose (platform.go): kvm when it really runs here, else systrap,
+// which works everywhere.
 func (c *Cluster) runscConfig() string {
 	return fmt.Sprintf(`binary_name = %s
 root = %s
 
 [runsc_config]
-  platform = "systrap"
-  # Deep hibernation restores a checkpoint into a new Pod, whose spec
+  platform = %s
+%s  # Deep hibernation restores a checkpoint into a new Pod, whose spec
   # differs by design (pod UID in the cgroup parent and volume paths); gVisor
   # would refuse the restore under its default "enforce".
   restore-spec-validation = "warning"
-`, strconv.Quote(c.bins.Runsc), strconv.Quote(c.cfg.runscRoot()))
+`, strconv.Quote(c.bins.Runsc), strconv.Quote(c.cfg.runscRoot()), strconv.Quote(c.runscPlatform()), c.runscPlatformOptions())
 }
 
 func (c *Cluster) containerdSpec() procSpec {

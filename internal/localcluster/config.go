@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -82,6 +83,16 @@ type Config struct {
 	// --unsafe-no-fsync). Useful for benchmarks on slow disks; a clean
 	// `down` still persists everything.
 	EtcdUnsafeNoFsync bool
+
+	// GVisorPlatform is the gVisor platform of the node: auto (the
+	// default: kvm when a real kvm smoke run passes, else systrap), kvm
+	// or systrap. Empty means $AGENT_SANDBOX_GVISOR_PLATFORM, else auto.
+	GVisorPlatform string
+	// KVMDevice is the KVM device for the probe and runsc; empty means
+	// $AGENT_SANDBOX_KVM_DEVICE, else /dev/kvm.
+	KVMDevice string
+	// KVMProbeTimeout bounds the kvm smoke run (0: 10 s).
+	KVMProbeTimeout time.Duration
 
 	// Images are OCI or docker-save tarballs imported into containerd's
 	// k8s.io namespace after the pause image (re-imported when they change).

@@ -31,6 +31,9 @@ type Status struct {
 	RuntimeProcesses int
 	RuntimeRSS       int64
 	Kubeconfig       string
+	// GVisorPlatform is the platform the last Up chose for gVisor pods,
+	// and why; nil if no Up recorded one.
+	GVisorPlatform *PlatformChoice
 }
 
 // Running reports whether every component runs.
@@ -66,6 +69,9 @@ func (c *Cluster) Status() (Status, error) {
 			}
 		}
 		st.Components = append(st.Components, cs)
+	}
+	if pc, err := c.cfg.ReadPlatformChoice(); err == nil {
+		st.GVisorPlatform = pc
 	}
 	for _, pid := range c.runtimeProcesses() {
 		st.RuntimeProcesses++
