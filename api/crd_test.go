@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 func ctx(t testing.TB) context.Context {
+	t.Helper()
 	testenv.SkipShort(t)
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

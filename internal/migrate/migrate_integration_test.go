@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 func testCtx(t *testing.T) context.Context {
+	t.Helper()
 	testenv.SkipShort(t)
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

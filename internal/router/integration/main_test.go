@@ -81,6 +81,7 @@ type fakeNode struct {
 }
 
 func startFakeNode(t *testing.T, ns string) *fakeNode {
+	t.Helper()
 	n := &fakeNode{t: t, ns: ns, addrs: map[string]netip.Addr{}, hold: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
