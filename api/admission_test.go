@@ -350,6 +350,7 @@ containers:
 - {name: side, image: busybox, readinessProbe: {httpGet: {path: /, port: 8080}}}
 volumes: [{name: scratch, emptyDir: {}}]`
 	run := func(b *testing.B) {
+		b.Helper()
 		c := ctx(b)
 		for i := 0; b.Loop(); i++ {
 			if err := env.Client.Create(c, podObject(b, "Sandbox", "vap-bench", fmt.Sprintf("bench-%d", i), pod, nil), client.DryRunAll); err != nil {

@@ -26,9 +26,15 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+// Every test here needs the apiserver: under -short the binary exits before
+// starting one, and `make test-unit` does not build it at all.
+func TestMain(m *testing.M) {
+	testenv.ExitIfShort("a kube-apiserver and etcd", testenv.IntegrationTarget)
+	testenv.Main(m, &env)
+}
 
 func ctx(t testing.TB) context.Context {
+	t.Helper()
 	testenv.SkipShort(t)
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

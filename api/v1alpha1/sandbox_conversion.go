@@ -26,10 +26,10 @@ const (
 // sandboxHubState is what a v1alpha1 Sandbox carries of its v1beta1 form.
 type sandboxHubState struct {
 	NodeName string `json:"nodeName,omitempty"`
-	// OperatingModeUnset records an empty operatingMode (never stored by the
+	// operatingModeUnset records an empty operatingMode (never stored by the
 	// apiserver, which defaults it, but possible in memory).
 	OperatingModeUnset bool `json:"operatingModeUnset,omitempty"`
-	// MemorySnapshot is v1beta1's status.memorySnapshot (deep hibernation).
+	// memorySnapshot is v1beta1's status.memorySnapshot (deep hibernation).
 	MemorySnapshot *sandboxv1beta1.MemorySnapshot `json:"memorySnapshot,omitempty"`
 }
 

@@ -21,7 +21,7 @@ type SandboxSpec struct {
 	sandboxv1beta1.SandboxBlueprint `json:",inline"`
 	sandboxv1beta1.Lifecycle        `json:",inline"`
 
-	// Replicas is 1 to run the Sandbox's Pod and 0 to suspend it (the Pod
+	// replicas is 1 to run the Sandbox's Pod and 0 to suspend it (the Pod
 	// is deleted, Service and volumes are kept).
 	// +optional
 	// +kubebuilder:default=1
@@ -32,25 +32,25 @@ type SandboxSpec struct {
 
 // SandboxStatus is the observed state of a v1alpha1 Sandbox.
 type SandboxStatus struct {
-	// ServiceFQDN is <service>.<namespace>.svc.<clusterDomain>, empty when
+	// serviceFQDN is <service>.<namespace>.svc.<clusterDomain>, empty when
 	// no Service is tracked.
 	// +optional
 	ServiceFQDN string `json:"serviceFQDN,omitempty"`
-	// Service is the name of the headless Service, or empty.
+	// service is the name of the headless Service, or empty.
 	// +optional
 	Service string `json:"service,omitempty"`
-	// Replicas is 1 while the Sandbox is meant to run and 0 while it is
+	// replicas is 1 while the Sandbox is meant to run and 0 while it is
 	// suspended (derived from the v1beta1 operating mode).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Replicas int32 `json:"replicas,omitempty"`
-	// Conditions: Ready, Suspended, PodScheduled and Finished.
+	// conditions: Ready, Suspended, PodScheduled and Finished.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// LabelSelector selects the Pod of this Sandbox.
+	// selector selects the Pod of this Sandbox.
 	// +optional
 	LabelSelector string `json:"selector,omitempty"`
-	// PodIPs are the IPs of the Pod owned by this Sandbox.
+	// podIPs are the IPs of the Pod owned by this Sandbox.
 	// +optional
 	PodIPs []string `json:"podIPs,omitempty"`
 }
@@ -67,13 +67,14 @@ type SandboxStatus struct {
 // +kubebuilder:resource:shortName=sandbox
 // +kubebuilder:deprecatedversion:warning="agents.x-k8s.io/v1alpha1 Sandbox is deprecated; use agents.x-k8s.io/v1beta1 Sandbox instead"
 type Sandbox struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec is the desired state of the Sandbox.
+	// spec is the desired state of the Sandbox.
 	// +required
 	Spec SandboxSpec `json:"spec"`
-	// Status is the observed state of the Sandbox.
+	// status is the observed state of the Sandbox.
 	// +optional
 	Status SandboxStatus `json:"status,omitempty"`
 }

@@ -7,11 +7,11 @@ import (
 // PodMetadata is the subset of object metadata that a pod template carries:
 // only labels and annotations are used.
 type PodMetadata struct {
-	// Labels to put on the Pod.
+	// labels to put on the Pod.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// Annotations to put on the Pod.
+	// annotations to put on the Pod.
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
@@ -19,27 +19,27 @@ type PodMetadata struct {
 // EmbeddedObjectMetadata is the metadata of an object embedded in a spec,
 // such as a PersistentVolumeClaim template.
 type EmbeddedObjectMetadata struct {
-	// Name of the embedded object. For a volume claim template it names the
+	// name of the embedded object. For a volume claim template it names the
 	// pod volume and prefixes the claim name (<name>-<sandbox>).
 	// +optional
 	Name string `json:"name,omitempty"`
 
-	// Labels of the embedded object.
+	// labels of the embedded object.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// Annotations of the embedded object.
+	// annotations of the embedded object.
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // PodTemplate describes the Pod that backs a Sandbox.
 type PodTemplate struct {
-	// Spec of the Pod.
+	// spec of the Pod.
 	// +required
 	Spec corev1.PodSpec `json:"spec"`
 
-	// Metadata of the Pod; only labels and annotations are used.
+	// metadata of the Pod; only labels and annotations are used.
 	// +optional
 	ObjectMeta PodMetadata `json:"metadata,omitempty"`
 }
@@ -47,12 +47,12 @@ type PodTemplate struct {
 // PersistentVolumeClaimTemplate describes a PersistentVolumeClaim created for
 // each Sandbox and mounted as a volume named after the template.
 type PersistentVolumeClaimTemplate struct {
-	// Metadata of the claim; name is required in practice because it names
+	// metadata of the claim; name is required in practice because it names
 	// the pod volume and the claim.
 	// +optional
 	EmbeddedObjectMetadata `json:"metadata,omitempty"`
 
-	// Spec of the claim.
+	// spec of the claim.
 	// +required
 	Spec corev1.PersistentVolumeClaimSpec `json:"spec"`
 }
@@ -64,17 +64,17 @@ type PersistentVolumeClaimTemplate struct {
 // Any field added here must also be compared by the warm pool's staleness
 // check, or template changes to it would never roll out.
 type SandboxBlueprint struct {
-	// PodTemplate describes the Pod of the Sandbox.
+	// podTemplate describes the Pod of the Sandbox.
 	// +required
 	PodTemplate PodTemplate `json:"podTemplate"`
 
-	// VolumeClaimTemplates lists PersistentVolumeClaims created per Sandbox.
+	// volumeClaimTemplates lists PersistentVolumeClaims created per Sandbox.
 	// They survive suspension and pod recreation.
 	// +optional
 	// +listType=atomic
 	VolumeClaimTemplates []PersistentVolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
 
-	// Service controls the headless Service named after the Sandbox.
+	// service controls the headless Service named after the Sandbox.
 	// true creates and keeps it; false deletes an owned one; unset creates
 	// none but keeps reconciling one that already exists.
 	// +optional

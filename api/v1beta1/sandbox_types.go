@@ -29,13 +29,13 @@ const (
 
 // Lifecycle holds the expiry settings of a Sandbox.
 type Lifecycle struct {
-	// ShutdownTime is the absolute time at which the Sandbox expires.
+	// shutdownTime is the absolute time at which the Sandbox expires.
 	// Unset means it never expires.
 	// +optional
 	// +kubebuilder:validation:Format=date-time
 	ShutdownTime *metav1.Time `json:"shutdownTime,omitempty"`
 
-	// ShutdownPolicy says what happens to the Sandbox object at expiry.
+	// shutdownPolicy says what happens to the Sandbox object at expiry.
 	// +optional
 	// +kubebuilder:default=Retain
 	ShutdownPolicy *ShutdownPolicy `json:"shutdownPolicy,omitempty"`
@@ -48,7 +48,7 @@ type SandboxSpec struct {
 
 	Lifecycle `json:",inline"`
 
-	// OperatingMode is the desired state: Running keeps a Pod, Suspended
+	// operatingMode is the desired state: Running keeps a Pod, Suspended
 	// deletes it while keeping the Service and volumes.
 	// +optional
 	// +kubebuilder:default=Running
@@ -57,32 +57,32 @@ type SandboxSpec struct {
 
 // SandboxStatus is the observed state of a Sandbox.
 type SandboxStatus struct {
-	// ServiceFQDN is <service>.<namespace>.svc.<clusterDomain>, empty when
+	// serviceFQDN is <service>.<namespace>.svc.<clusterDomain>, empty when
 	// no Service is tracked.
 	// +optional
 	ServiceFQDN string `json:"serviceFQDN,omitempty"`
 
-	// Service is the name of the headless Service, or empty.
+	// service is the name of the headless Service, or empty.
 	// +optional
 	Service string `json:"service,omitempty"`
 
-	// Conditions: Ready, Suspended, PodScheduled and Finished.
+	// conditions: Ready, Suspended, PodScheduled and Finished.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// LabelSelector selects the Pod of this Sandbox.
+	// selector selects the Pod of this Sandbox.
 	// +optional
 	LabelSelector string `json:"selector,omitempty"`
 
-	// PodIPs are the IPs of the Pod owned by this Sandbox.
+	// podIPs are the IPs of the Pod owned by this Sandbox.
 	// +optional
 	PodIPs []string `json:"podIPs,omitempty"`
 
-	// NodeName is the node the Pod runs on.
+	// nodeName is the node the Pod runs on.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
 
-	// MemorySnapshot is set while a gVisor checkpoint of the Sandbox's Pod,
+	// memorySnapshot is set while a gVisor checkpoint of the Sandbox's Pod,
 	// taken when it was suspended, waits to be restored (deep hibernation,
 	// controller flag --deep-hibernation). An agent-sandbox extension: the
 	// reference project has no such field.
@@ -92,15 +92,15 @@ type SandboxStatus struct {
 
 // MemorySnapshot records where a Sandbox's memory snapshot is stored.
 type MemorySnapshot struct {
-	// ID names the snapshot in the node's store (the Sandbox's UID).
+	// id names the snapshot in the node's store (the Sandbox's UID).
 	ID string `json:"id"`
-	// NodeName is the node whose local store holds the snapshot; the
+	// nodeName is the node whose local store holds the snapshot; the
 	// restoring Pod is placed there.
 	NodeName string `json:"nodeName"`
-	// SizeBytes is the snapshot's size.
+	// sizeBytes is the snapshot's size.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
-	// TakenAt is when the checkpoint completed.
+	// takenAt is when the checkpoint completed.
 	TakenAt metav1.Time `json:"takenAt"`
 }
 
@@ -121,14 +121,15 @@ type MemorySnapshot struct {
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 // +genclient
 type Sandbox struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec is the desired state of the Sandbox.
+	// spec is the desired state of the Sandbox.
 	// +required
 	Spec SandboxSpec `json:"spec"`
 
-	// Status is the observed state of the Sandbox.
+	// status is the observed state of the Sandbox.
 	// +optional
 	Status SandboxStatus `json:"status,omitempty"`
 }

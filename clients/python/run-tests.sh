@@ -27,6 +27,19 @@ if [[ "${1:-}" == "--lint" ]]; then
   rc=0
   "$venv/bin/ruff" check k8s_agent_sandbox || rc=1
   "$venv/bin/mypy" --strict k8s_agent_sandbox || rc=1
+  # The README's example must type-check as users write it (against this
+  # source tree: MYPYPATH comes before the installed copy).
+  example="$(mktemp -d)/readme_example.py"
+  "$venv/bin/python" - README.md "$example" <<'PY'
+import re
+import sys
+
+blocks = re.findall(r"```python\n(.*?)```", open(sys.argv[1]).read(), re.S)
+assert blocks, "README.md has no python example"
+open(sys.argv[2], "w").write("\n".join(blocks))
+PY
+  MYPYPATH="$here" "$venv/bin/mypy" --strict "$example" || rc=1
+  rm -rf "$(dirname "$example")"
   exit $rc
 fi
 

@@ -27,6 +27,13 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
+// The package's one test needs the whole stack: under -short the binary exits
+// before it, and `make test-unit` does not build it at all.
+func TestMain(m *testing.M) {
+	testenv.ExitIfShort("the devstack (apiserver, controller, router, sandboxd)", testenv.IntegrationTarget)
+	os.Exit(m.Run())
+}
+
 // One stack for the package: it takes seconds to start.
 func TestStack(t *testing.T) {
 	testenv.SkipShortNeeds(t, "the devstack (apiserver, controller, router, sandboxd)")

@@ -3,7 +3,6 @@ package migrate
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -28,12 +27,11 @@ import (
 
 var env *webhooktest.Env
 
+// Every test here needs the apiserver with the conversion webhook: under
+// -short the binary exits before starting one, and `make test-unit` does not
+// build it at all.
 func TestMain(m *testing.M) {
-	// Under -short (make test-unit) nothing starts; the tests skip in testCtx.
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
+	testenv.ExitIfShort("a kube-apiserver with the conversion webhook", testenv.IntegrationTarget)
 	e, err := webhooktest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -46,6 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 func testCtx(t *testing.T) context.Context {
+	t.Helper()
 	testenv.SkipShort(t)
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

@@ -15,6 +15,7 @@ import (
 
 // countingBackend answers 200 "<name>" and counts hits.
 func countingBackend(t *testing.T, ip, name string) (netip.AddrPort, *atomic.Int64) {
+	t.Helper()
 	var hits atomic.Int64
 	ap := backend(t, ip, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)

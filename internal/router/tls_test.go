@@ -201,6 +201,7 @@ func TestHTTPSListenerAndMTLS(t *testing.T) {
 	roots.AddCert(ca.cert)
 
 	start := func(t *testing.T, mode string) string {
+		t.Helper()
 		m := NewMetrics(BuildInfo{})
 		r, err := NewCertReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), m, logr.Discard())
 		if err != nil {

@@ -54,7 +54,10 @@ func (h *ProxyHandler) serveTunnel(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusInternalServerError, "The connection cannot be switched to a TCP tunnel.")
 		return
 	}
-	if _, err := rw.Writer.Write(tunnelResponse); err == nil {
+	// A failed write or flush of the tunnel's response ends it: err was
+	// shadowed here once, so such a failure went unnoticed (ineffassign).
+	_, err = rw.Writer.Write(tunnelResponse)
+	if err == nil {
 		err = rw.Writer.Flush()
 	}
 	if err != nil {

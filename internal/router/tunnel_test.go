@@ -406,6 +406,7 @@ func BenchmarkTunnelThroughput(b *testing.B) {
 	h := newHarness(b, harnessOpts{})
 	h.addSandbox(sandboxSpec{name: "sink", addr: ap})
 	run := func(b *testing.B, c net.Conn) {
+		b.Helper()
 		defer c.Close()
 		chunk := make([]byte, 1<<20)
 		b.SetBytes(int64(len(chunk)))

@@ -49,7 +49,7 @@ func (e *Env) StartGarbageCollector(extraArgs ...string) (*GarbageCollector, err
 	select {
 	case err := <-gc.done:
 		out, _ := os.ReadFile(gc.logPath)
-		return nil, fmt.Errorf("kube-controller-manager exited: %v\n%s", err, out)
+		return nil, fmt.Errorf("kube-controller-manager exited: %w\n%s", err, out)
 	case <-time.After(500 * time.Millisecond):
 	}
 	return gc, nil

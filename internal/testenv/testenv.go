@@ -146,7 +146,10 @@ const IntegrationTarget = "make test-integration"
 // whose TestMain uses Main call it from their fixtures: under -short Main
 // starts nothing, so a test that reaches the apiserver without it would
 // dereference a nil Env.
-func SkipShort(t testing.TB) { SkipShortNeeds(t, "a kube-apiserver and etcd") }
+func SkipShort(t testing.TB) {
+	t.Helper()
+	SkipShortNeeds(t, "a kube-apiserver and etcd")
+}
 
 // SkipShortNeeds is SkipShort for a test that needs more than the apiserver
 // (a devstack, a built image); needs says what, for the skip message.

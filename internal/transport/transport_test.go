@@ -20,6 +20,7 @@ type h2Server struct {
 }
 
 func newH2Server(t *testing.T) *h2Server {
+	t.Helper()
 	s := &h2Server{conns: map[string]int{}}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 2 {

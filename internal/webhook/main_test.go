@@ -153,6 +153,7 @@ func createTestCRDs(path string) error {
 }
 
 func testCtx(t *testing.T) context.Context {
+	t.Helper()
 	testenv.SkipShort(t)
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)

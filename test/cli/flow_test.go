@@ -19,6 +19,7 @@ func TestFlow(t *testing.T) { runFlow(t, devstackTarget(t)) }
 func TestFlowCluster(t *testing.T) { runFlow(t, clusterTarget(t)) }
 
 func runFlow(t *testing.T, st *target) {
+	t.Helper()
 	name, label := "flow-a"+st.suffix, "test=flow"+st.suffix
 	t.Cleanup(func() { cli(t, st, "", "rm", "--ignore-not-found", name) })
 

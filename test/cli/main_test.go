@@ -105,6 +105,7 @@ type target struct {
 }
 
 func devstackTarget(t *testing.T) *target {
+	t.Helper()
 	st := sharedStack(t)
 	return &target{kubeconfig: st.Kubeconfig, namespace: st.Namespace, pool: st.WarmPool, template: st.Template, routerURL: st.RouterURL}
 }
@@ -114,6 +115,7 @@ func devstackTarget(t *testing.T) *target {
 // kubeconfig's namespace, which must be "default"); the test is skipped
 // without it.
 func clusterTarget(t *testing.T) *target {
+	t.Helper()
 	kc := os.Getenv("AGENT_SANDBOX_CLI_E2E_KUBECONFIG")
 	if kc == "" {
 		t.Skip("set AGENT_SANDBOX_CLI_E2E_KUBECONFIG to run against a real cluster")

@@ -174,6 +174,7 @@ func TestMCPStdio(t *testing.T) { runMCPStdio(t, devstackTarget(t)) }
 func TestMCPStdioCluster(t *testing.T) { runMCPStdio(t, clusterTarget(t)) }
 
 func runMCPStdio(t *testing.T, st *target) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), mcpTimeout)
 	defer cancel()
 	prog := &progressLog{msgs: map[string][]string{}}
@@ -401,6 +402,7 @@ func TestMCPHTTP(t *testing.T) { runMCPHTTP(t, devstackTarget(t)) }
 func TestMCPHTTPCluster(t *testing.T) { runMCPHTTP(t, clusterTarget(t)) }
 
 func runMCPHTTP(t *testing.T, st *target) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), mcpTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "mcp", "--transport", "http", "--listen", "127.0.0.1:0")

@@ -43,6 +43,7 @@ func TestExecTTY(t *testing.T) { runExecTTY(t, devstackTarget(t)) }
 func TestExecTTYCluster(t *testing.T) { runExecTTY(t, clusterTarget(t)) }
 
 func runExecTTY(t *testing.T, st *target) {
+	t.Helper()
 	name := "tty-a" + st.suffix
 	ok(t, st, "create", "--pool", st.pool, "--name", name, "--wait")
 	t.Cleanup(func() { cli(t, st, "", "rm", "--ignore-not-found", name) })

@@ -129,6 +129,7 @@ func (r *claimRecorder) byCreator(value string) []*unstructured.Unstructured {
 
 // goScenario is the scenario through the Go SDK, in process.
 func goScenario(t *testing.T) []step {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cl, err := sandbox.NewClient(ctx, sandbox.Options{RestConfig: stack.Config, APIURL: stack.RouterURL, Namespace: stack.Namespace, Quiet: true})

@@ -18,7 +18,7 @@ const (
 
 // SandboxTemplateRef names a SandboxTemplate in the same namespace.
 type SandboxTemplateRef struct {
-	// Name of the SandboxTemplate.
+	// name of the SandboxTemplate.
 	// +required
 	Name string `json:"name"`
 }
@@ -26,22 +26,22 @@ type SandboxTemplateRef struct {
 // SandboxClaimSpec is the desired state of a v1alpha1 claim: a template and
 // a warm pool policy.
 type SandboxClaimSpec struct {
-	// SandboxTemplateRef names the template of the Sandbox.
+	// sandboxTemplateRef names the template of the Sandbox.
 	// +required
 	SandboxTemplateRef SandboxTemplateRef `json:"sandboxTemplateRef"`
-	// WarmPool is "none" (cold start), "default" (any pool of the
+	// warmpool is "none" (cold start), "default" (any pool of the
 	// template) or the name of a SandboxWarmPool.
 	// +optional
 	// +kubebuilder:default=default
 	WarmPool string `json:"warmpool,omitempty"`
-	// Lifecycle holds the expiry settings of the claim.
+	// lifecycle holds the expiry settings of the claim.
 	// +optional
 	Lifecycle *extv1beta1.Lifecycle `json:"lifecycle,omitempty"`
-	// AdditionalPodMetadata is merged into the Sandbox's pod template
+	// additionalPodMetadata is merged into the Sandbox's pod template
 	// metadata.
 	// +optional
 	AdditionalPodMetadata sandboxv1beta1.PodMetadata `json:"additionalPodMetadata,omitempty"`
-	// Env injects environment variables, if the template allows it.
+	// env injects environment variables, if the template allows it.
 	// +optional
 	// +listType=atomic
 	Env []extv1beta1.EnvVar `json:"env,omitempty"`
@@ -58,13 +58,14 @@ type SandboxClaimSpec struct {
 // +kubebuilder:resource:shortName=sandboxclaim
 // +kubebuilder:deprecatedversion:warning="extensions.agents.x-k8s.io/v1alpha1 SandboxClaim is deprecated; use extensions.agents.x-k8s.io/v1beta1 SandboxClaim instead"
 type SandboxClaim struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec is the desired state of the claim.
+	// spec is the desired state of the claim.
 	// +required
 	Spec SandboxClaimSpec `json:"spec"`
-	// Status is the observed state of the claim.
+	// status is the observed state of the claim.
 	// +optional
 	Status extv1beta1.SandboxClaimStatus `json:"status,omitempty"`
 }

@@ -13,16 +13,16 @@ import (
 type SandboxTemplateSpec struct {
 	sandboxv1beta1.SandboxBlueprint `json:",inline"`
 
-	// NetworkPolicy holds custom rules for the shared NetworkPolicy. Unset
+	// networkPolicy holds custom rules for the shared NetworkPolicy. Unset
 	// means the secure default.
 	// +optional
 	NetworkPolicy *extv1beta1.NetworkPolicySpec `json:"networkPolicy,omitempty"`
-	// NetworkPolicyManagement says whether the controller manages the shared
+	// networkPolicyManagement says whether the controller manages the shared
 	// NetworkPolicy.
 	// +optional
 	// +kubebuilder:default=Managed
 	NetworkPolicyManagement extv1beta1.NetworkPolicyManagement `json:"networkPolicyManagement,omitempty"`
-	// EnvVarsInjectionPolicy says whether claims may set environment
+	// envVarsInjectionPolicy says whether claims may set environment
 	// variables.
 	// +optional
 	// +kubebuilder:default=Disallowed
@@ -35,10 +35,11 @@ type SandboxTemplateSpec struct {
 // +kubebuilder:resource:shortName=sandboxtemplate
 // +kubebuilder:deprecatedversion:warning="extensions.agents.x-k8s.io/v1alpha1 SandboxTemplate is deprecated; use extensions.agents.x-k8s.io/v1beta1 SandboxTemplate instead"
 type SandboxTemplate struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec of the template.
+	// spec of the template.
 	// +required
 	Spec SandboxTemplateSpec `json:"spec"`
 }

@@ -21,7 +21,7 @@ const (
 
 type warmPoolHubState struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// ReplicasUnset records a nil spec.replicas (the apiserver defaults it
+	// replicasUnset records a nil spec.replicas (the apiserver defaults it
 	// to 1, so only in-memory objects have it).
 	ReplicasUnset bool `json:"replicasUnset,omitempty"`
 }

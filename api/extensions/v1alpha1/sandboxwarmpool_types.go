@@ -8,28 +8,28 @@ import (
 
 // SandboxWarmPoolSpec is the desired state of a v1alpha1 warm pool.
 type SandboxWarmPoolSpec struct {
-	// Replicas is the number of ready Sandboxes to keep.
+	// replicas is the number of ready Sandboxes to keep.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	Replicas int32 `json:"replicas"`
-	// SandboxTemplateRef names the template the pool's Sandboxes are made
+	// sandboxTemplateRef names the template the pool's Sandboxes are made
 	// from.
 	// +required
 	SandboxTemplateRef extv1beta1.SandboxTemplateRef `json:"sandboxTemplateRef"`
-	// UpdateStrategy says how Sandboxes of an older template are handled.
+	// updateStrategy says how Sandboxes of an older template are handled.
 	// +optional
 	UpdateStrategy *extv1beta1.SandboxWarmPoolUpdateStrategy `json:"updateStrategy,omitempty"`
 }
 
 // SandboxWarmPoolStatus is the observed state of a v1alpha1 warm pool.
 type SandboxWarmPoolStatus struct {
-	// Replicas counts the pool's non-terminating Sandboxes, ready or not.
+	// replicas counts the pool's non-terminating Sandboxes, ready or not.
 	// +optional
 	Replicas int32 `json:"replicas"`
-	// ReadyReplicas counts those whose Ready condition is True.
+	// readyReplicas counts those whose Ready condition is True.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
-	// Selector selects the pool's Sandboxes and their Pods.
+	// selector selects the pool's Sandboxes and their Pods.
 	// +optional
 	Selector string `json:"selector,omitempty"`
 }
@@ -49,13 +49,14 @@ type SandboxWarmPoolStatus struct {
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:deprecatedversion:warning="extensions.agents.x-k8s.io/v1alpha1 SandboxWarmPool is deprecated; use extensions.agents.x-k8s.io/v1beta1 SandboxWarmPool instead"
 type SandboxWarmPool struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec is the desired state of the pool.
+	// spec is the desired state of the pool.
 	// +required
 	Spec SandboxWarmPoolSpec `json:"spec"`
-	// Status is the observed state of the pool.
+	// status is the observed state of the pool.
 	// +optional
 	Status SandboxWarmPoolStatus `json:"status,omitempty"`
 }

@@ -56,7 +56,7 @@ const (
 
 // WarmPoolRef names a SandboxWarmPool in the same namespace.
 type WarmPoolRef struct {
-	// Name of the SandboxWarmPool.
+	// name of the SandboxWarmPool.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
@@ -64,19 +64,19 @@ type WarmPoolRef struct {
 
 // Lifecycle holds the expiry settings of a claim.
 type Lifecycle struct {
-	// ShutdownTime is the absolute time at which the claim expires. It is
+	// shutdownTime is the absolute time at which the claim expires. It is
 	// enforced by the claim controller and not copied to the Sandbox.
 	// +optional
 	// +kubebuilder:validation:Format=date-time
 	ShutdownTime *metav1.Time `json:"shutdownTime,omitempty"`
 
-	// TTLSecondsAfterFinished expires the claim this many seconds after its
+	// ttlSecondsAfterFinished expires the claim this many seconds after its
 	// Sandbox finished.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
-	// ShutdownPolicy says what happens at expiry.
+	// shutdownPolicy says what happens at expiry.
 	// +optional
 	// +kubebuilder:default=Retain
 	ShutdownPolicy ClaimShutdownPolicy `json:"shutdownPolicy,omitempty"`
@@ -85,21 +85,21 @@ type Lifecycle struct {
 // EnvVar is an environment variable a claim injects into its Sandbox.
 // +kubebuilder:validation:XValidation:rule="!has(self.valueFrom) || size(self.value) == 0",message="value must be empty when valueFrom is set"
 type EnvVar struct {
-	// Name of the variable.
+	// name of the variable.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
 
-	// Value of the variable.
+	// value of the variable.
 	// +required
 	Value string `json:"value"`
 
-	// ContainerName is the target container; empty means the first regular
+	// containerName is the target container; empty means the first regular
 	// container.
 	// +optional
 	ContainerName string `json:"containerName,omitempty"`
 
-	// ValueFrom takes the value from a key of a Secret in the claim's
+	// valueFrom takes the value from a key of a Secret in the claim's
 	// namespace instead of Value (which must then be empty). The Secret
 	// must opt in with the annotation
 	// extensions.agents.x-k8s.io/claim-env-allowed: "true". The controller
@@ -112,18 +112,18 @@ type EnvVar struct {
 
 // EnvVarSource is where a claim's env value comes from.
 type EnvVarSource struct {
-	// SecretKeyRef selects a key of a Secret in the claim's namespace.
+	// secretKeyRef selects a key of a Secret in the claim's namespace.
 	// +required
 	SecretKeyRef *SecretKeySelector `json:"secretKeyRef"`
 }
 
 // SecretKeySelector names a key of a Secret in the claim's namespace.
 type SecretKeySelector struct {
-	// Name of the Secret.
+	// name of the Secret.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
-	// Key in the Secret's data.
+	// key in the Secret's data.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	Key string `json:"key"`
@@ -136,26 +136,26 @@ const ClaimEnvAllowedAnnotation = "extensions.agents.x-k8s.io/claim-env-allowed"
 
 // SandboxClaimSpec is the desired state of a claim.
 type SandboxClaimSpec struct {
-	// WarmPoolRef names the pool to take a Sandbox from; the template is the
+	// warmPoolRef names the pool to take a Sandbox from; the template is the
 	// pool's.
 	// +required
 	WarmPoolRef WarmPoolRef `json:"warmPoolRef"`
 
-	// Lifecycle holds the expiry settings of the claim.
+	// lifecycle holds the expiry settings of the claim.
 	// +optional
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 
-	// AdditionalPodMetadata is merged into the Sandbox's pod template
+	// additionalPodMetadata is merged into the Sandbox's pod template
 	// metadata; it cannot override template values.
 	// +optional
 	AdditionalPodMetadata sandboxv1beta1.PodMetadata `json:"additionalPodMetadata,omitempty"`
 
-	// Env injects environment variables, if the template allows it.
+	// env injects environment variables, if the template allows it.
 	// +optional
 	// +listType=atomic
 	Env []EnvVar `json:"env,omitempty"`
 
-	// VolumeClaimTemplates adds or replaces volume claim templates, if the
+	// volumeClaimTemplates adds or replaces volume claim templates, if the
 	// template allows it.
 	// +optional
 	// +listType=atomic
@@ -164,22 +164,22 @@ type SandboxClaimSpec struct {
 
 // SandboxStatus names the Sandbox bound to a claim.
 type SandboxStatus struct {
-	// Name of the bound Sandbox.
+	// name of the bound Sandbox.
 	// +optional
 	Name string `json:"name,omitempty"`
 
-	// PodIPs of the bound Sandbox.
+	// podIPs of the bound Sandbox.
 	// +optional
 	PodIPs []string `json:"podIPs,omitempty"`
 }
 
 // SandboxClaimStatus is the observed state of a claim.
 type SandboxClaimStatus struct {
-	// Conditions: Ready, and Finished mirrored from the Sandbox.
+	// conditions: Ready, and Finished mirrored from the Sandbox.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// SandboxStatus names the bound Sandbox.
+	// sandbox names the bound Sandbox.
 	// +optional
 	SandboxStatus SandboxStatus `json:"sandbox,omitempty"`
 }
@@ -201,14 +201,15 @@ type SandboxClaimStatus struct {
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 // +genclient
 type SandboxClaim struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec is the desired state of the claim.
+	// spec is the desired state of the claim.
 	// +required
 	Spec SandboxClaimSpec `json:"spec"`
 
-	// Status is the observed state of the claim.
+	// status is the observed state of the claim.
 	// +optional
 	Status SandboxClaimStatus `json:"status,omitempty"`
 }

@@ -58,12 +58,12 @@ const (
 // template. The pod selector and policy types are set by the controller and
 // cannot be changed; an empty list denies all traffic in that direction.
 type NetworkPolicySpec struct {
-	// Ingress rules.
+	// ingress rules.
 	// +optional
 	// +listType=atomic
 	Ingress []networkingv1.NetworkPolicyIngressRule `json:"ingress,omitempty"`
 
-	// Egress rules.
+	// egress rules.
 	// +optional
 	// +listType=atomic
 	Egress []networkingv1.NetworkPolicyEgressRule `json:"egress,omitempty"`
@@ -74,25 +74,25 @@ type NetworkPolicySpec struct {
 type SandboxTemplateSpec struct {
 	sandboxv1beta1.SandboxBlueprint `json:",inline"`
 
-	// NetworkPolicy holds custom rules for the shared NetworkPolicy. Unset
+	// networkPolicy holds custom rules for the shared NetworkPolicy. Unset
 	// means the secure default. Ignored when networkPolicyManagement is
 	// Unmanaged.
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 
-	// NetworkPolicyManagement says whether the controller manages the shared
+	// networkPolicyManagement says whether the controller manages the shared
 	// NetworkPolicy.
 	// +optional
 	// +kubebuilder:default=Managed
 	NetworkPolicyManagement NetworkPolicyManagement `json:"networkPolicyManagement,omitempty"`
 
-	// EnvVarsInjectionPolicy says whether claims may set environment
+	// envVarsInjectionPolicy says whether claims may set environment
 	// variables.
 	// +optional
 	// +kubebuilder:default=Disallowed
 	EnvVarsInjectionPolicy EnvVarsInjectionPolicy `json:"envVarsInjectionPolicy,omitempty"`
 
-	// VolumeClaimTemplatesPolicy says whether claims may add or replace
+	// volumeClaimTemplatesPolicy says whether claims may add or replace
 	// volume claim templates.
 	// +optional
 	// +kubebuilder:default=Disallowed
@@ -107,10 +107,11 @@ type SandboxTemplateSpec struct {
 // +genclient
 // +genclient:noStatus
 type SandboxTemplate struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec of the template.
+	// spec of the template.
 	// +required
 	Spec SandboxTemplateSpec `json:"spec"`
 }

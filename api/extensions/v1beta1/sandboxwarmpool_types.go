@@ -19,7 +19,7 @@ const (
 
 // SandboxTemplateRef names a SandboxTemplate in the same namespace.
 type SandboxTemplateRef struct {
-	// Name of the SandboxTemplate.
+	// name of the SandboxTemplate.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
@@ -27,7 +27,7 @@ type SandboxTemplateRef struct {
 
 // SandboxWarmPoolUpdateStrategy holds the rollout settings of a pool.
 type SandboxWarmPoolUpdateStrategy struct {
-	// Type of the strategy.
+	// type of the strategy.
 	// +optional
 	// +kubebuilder:default=OnReplenish
 	Type UpdateStrategyType `json:"type,omitempty"`
@@ -35,38 +35,38 @@ type SandboxWarmPoolUpdateStrategy struct {
 
 // SandboxWarmPoolSpec is the desired state of a warm pool.
 type SandboxWarmPoolSpec struct {
-	// Replicas is the number of ready Sandboxes to keep. Driven by an HPA
+	// replicas is the number of ready Sandboxes to keep. Driven by an HPA
 	// through the scale subresource.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// SandboxTemplateRef names the template the pool's Sandboxes are made
+	// sandboxTemplateRef names the template the pool's Sandboxes are made
 	// from.
 	// +required
 	SandboxTemplateRef SandboxTemplateRef `json:"sandboxTemplateRef"`
 
-	// UpdateStrategy says how Sandboxes of an older template are handled.
+	// updateStrategy says how Sandboxes of an older template are handled.
 	// +optional
 	UpdateStrategy *SandboxWarmPoolUpdateStrategy `json:"updateStrategy,omitempty"`
 }
 
 // SandboxWarmPoolStatus is the observed state of a warm pool.
 type SandboxWarmPoolStatus struct {
-	// Replicas counts the pool's non-terminating Sandboxes, ready or not.
+	// replicas counts the pool's non-terminating Sandboxes, ready or not.
 	// +optional
 	Replicas int32 `json:"replicas"`
 
-	// ReadyReplicas counts those whose Ready condition is True.
+	// readyReplicas counts those whose Ready condition is True.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
 
-	// Selector selects the pool's Sandboxes and their Pods.
+	// selector selects the pool's Sandboxes and their Pods.
 	// +optional
 	Selector string `json:"selector,omitempty"`
 
-	// ObservedGeneration is the pool generation this status is for.
+	// observedGeneration is the pool generation this status is for.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -92,14 +92,15 @@ type SandboxWarmPoolStatus struct {
 // +genclient:method=GetScale,verb=get,subresource=scale,result=k8s.io/api/autoscaling/v1.Scale
 // +genclient:method=UpdateScale,verb=update,subresource=scale,input=k8s.io/api/autoscaling/v1.Scale,result=k8s.io/api/autoscaling/v1.Scale
 type SandboxWarmPool struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec is the desired state of the pool.
+	// spec is the desired state of the pool.
 	// +required
 	Spec SandboxWarmPoolSpec `json:"spec"`
 
-	// Status is the observed state of the pool.
+	// status is the observed state of the pool.
 	// +optional
 	Status SandboxWarmPoolStatus `json:"status,omitempty"`
 }

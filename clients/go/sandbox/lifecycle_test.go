@@ -177,6 +177,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // lifecycleOptions are handle options against the bare apiserver, sending
 // sandbox requests to srv.
 func lifecycleOptions(t *testing.T, ns string, srvURL string) Options {
+	t.Helper()
 	return Options{
 		RestConfig: sharedEnv(t).Config, Namespace: ns, WarmPoolName: "pool", APIURL: srvURL, Quiet: true,
 		SandboxReadyTimeout: time.Minute, CleanupTimeout: 10 * time.Second,
@@ -184,6 +185,7 @@ func lifecycleOptions(t *testing.T, ns string, srvURL string) Options {
 }
 
 func okServer(t *testing.T) (*recorder, string) {
+	t.Helper()
 	rec, srv := newRecorder(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, `{"stdout":"hi\n","stderr":"","exit_code":0}`)
 	})

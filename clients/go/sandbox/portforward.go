@@ -74,7 +74,7 @@ func (t *tunnel) Done() <-chan struct{} { return t.done }
 // the port-forward's stderr.
 func (t *tunnel) Err() error {
 	if t.err != nil {
-		return fmt.Errorf("%w: %v%s", ErrPortForwardDied, t.err, t.stderrSuffix())
+		return fmt.Errorf("%w: %w%s", ErrPortForwardDied, t.err, t.stderrSuffix())
 	}
 	return fmt.Errorf("%w%s", ErrPortForwardDied, t.stderrSuffix())
 }

@@ -32,8 +32,8 @@ from .metrics import get_metrics, print_metrics
 from .models import (
     ExecutionResult,
     FileEntry,
-    SandboxdPodTunnelConnectionConfig,
     SandboxDirectConnectionConfig,
+    SandboxdPodTunnelConnectionConfig,
     SandboxGatewayConnectionConfig,
     SandboxInClusterConnectionConfig,
     SandboxLocalTunnelConnectionConfig,
@@ -50,6 +50,7 @@ except ImportError as _async_import_error:  # the 'async' extra is not installed
         f"({_async_import_error})"
     )
 
+    # The placeholder takes the real class's name when the extra is missing.
     class AsyncSandboxClient:  # type: ignore[no-redef]
         """Placeholder: install ``k8s-agent-sandbox[async]`` to use the async client."""
 
@@ -58,27 +59,27 @@ except ImportError as _async_import_error:  # the 'async' extra is not installed
 
 
 __all__ = [
-    "SandboxClient",
     "AsyncSandboxClient",
-    "Sandbox",
-    "get_metrics",
-    "print_metrics",
     "ExecutionResult",
     "FileEntry",
-    "SandboxDirectConnectionConfig",
-    "SandboxGatewayConnectionConfig",
-    "SandboxLocalTunnelConnectionConfig",
-    "SandboxInClusterConnectionConfig",
-    "SandboxdPodTunnelConnectionConfig",
-    "SandboxTracerConfig",
-    "SandboxError",
-    "SandboxNotReadyError",
-    "SandboxNotFoundError",
-    "SnapshotNotFoundError",
-    "SandboxTemplateNotFoundError",
-    "SandboxWarmPoolNotFoundError",
-    "SandboxPortForwardError",
-    "SandboxMetadataError",
-    "SandboxRequestError",
+    "Sandbox",
     "SandboxClaimFailedError",
+    "SandboxClient",
+    "SandboxDirectConnectionConfig",
+    "SandboxError",
+    "SandboxGatewayConnectionConfig",
+    "SandboxInClusterConnectionConfig",
+    "SandboxLocalTunnelConnectionConfig",
+    "SandboxMetadataError",
+    "SandboxNotFoundError",
+    "SandboxNotReadyError",
+    "SandboxPortForwardError",
+    "SandboxRequestError",
+    "SandboxTemplateNotFoundError",
+    "SandboxTracerConfig",
+    "SandboxWarmPoolNotFoundError",
+    "SandboxdPodTunnelConnectionConfig",
+    "SnapshotNotFoundError",
+    "get_metrics",
+    "print_metrics",
 ]

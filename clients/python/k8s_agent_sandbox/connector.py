@@ -18,8 +18,8 @@ from .k8s_helper import K8sHelper
 from .metrics import observe_discovery
 from .models import (
     ConnectionConfig,
-    SandboxdPodTunnelConnectionConfig,
     SandboxDirectConnectionConfig,
+    SandboxdPodTunnelConnectionConfig,
     SandboxGatewayConnectionConfig,
     SandboxInClusterConnectionConfig,
     SandboxLocalTunnelConnectionConfig,
@@ -260,8 +260,9 @@ def response_detail(response: Any) -> str:
         body = None
     if isinstance(body, dict):
         for key in ("detail", "message", "error"):
-            if isinstance(body.get(key), str):
-                return body[key]
+            value = body.get(key)
+            if isinstance(value, str):
+                return value
     text = getattr(response, "text", "") or ""
     return text[:256]
 

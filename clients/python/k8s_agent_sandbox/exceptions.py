@@ -63,14 +63,14 @@ class SandboxRequestError(SandboxError):
 
 
 __all__ = [
+    "SandboxClaimFailedError",
     "SandboxError",
-    "SandboxNotReadyError",
+    "SandboxMetadataError",
     "SandboxNotFoundError",
-    "SnapshotNotFoundError",
+    "SandboxNotReadyError",
+    "SandboxPortForwardError",
+    "SandboxRequestError",
     "SandboxTemplateNotFoundError",
     "SandboxWarmPoolNotFoundError",
-    "SandboxPortForwardError",
-    "SandboxMetadataError",
-    "SandboxRequestError",
-    "SandboxClaimFailedError",
+    "SnapshotNotFoundError",
 ]

@@ -57,7 +57,8 @@ def parse_exists(response: Any) -> bool:
     body = response_json(response, "exists answer")
     if not isinstance(body, dict) or not isinstance(body.get("exists"), bool):
         raise RuntimeError(f"The sandbox returned an unexpected exists answer: {body!r:.200}")
-    return body["exists"]
+    exists: bool = body["exists"]
+    return exists
 
 
 class Filesystem:

@@ -15,7 +15,7 @@ from typing import Any
 
 import urllib3
 from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from . import constants as C
@@ -92,6 +92,7 @@ def api_error(action: str, exc: BaseException, host: str | None = None) -> Sandb
 
 
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, OSError)
+_API_ERRORS: tuple[type[BaseException], ...] = (ApiException, *_TRANSPORT_ERRORS)
 
 
 def _condition(obj: dict[str, Any], cond_type: str) -> dict[str, Any] | None:
@@ -364,7 +365,7 @@ class K8sHelper:
         """``fn(*args, **kwargs)`` with failures mapped by :func:`api_error` (404 → ``None`` if asked)."""
         try:
             return fn(*args, **kwargs)
-        except (ApiException, *_TRANSPORT_ERRORS) as exc:
+        except _API_ERRORS as exc:
             if not_found_none and isinstance(exc, ApiException) and exc.status == 404:
                 return None
             raise api_error(action, exc, self.host) from exc
@@ -373,24 +374,26 @@ class K8sHelper:
 
     def create_sandbox_claim(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
         """Create a SandboxClaim and return the object the API server stored."""
-        return self._call(
+        found: dict[str, Any] = self._call(
             f"create SandboxClaim in namespace {namespace!r}",
             self.custom.create_namespaced_custom_object,
             C.CLAIM_API_GROUP, C.CLAIM_API_VERSION, namespace, C.CLAIM_PLURAL, manifest,
         )
+        return found
 
     def get_sandbox_claim(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The claim, or ``None`` when it does not exist."""
-        return self._call(
+        found: dict[str, Any] | None = self._call(
             f"get SandboxClaim {namespace}/{name}",
             self.custom.get_namespaced_custom_object,
             C.CLAIM_API_GROUP, C.CLAIM_API_VERSION, namespace, C.CLAIM_PLURAL, name,
             not_found_none=True,
         )
+        return found
 
     def list_sandbox_claims(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         """All claims in ``namespace`` (optionally filtered by a label selector)."""
-        kwargs = {"label_selector": label_selector} if label_selector else {}
+        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         result = self._call(
             f"list SandboxClaims in namespace {namespace!r}",
             self.custom.list_namespaced_custom_object,
@@ -432,12 +435,13 @@ class K8sHelper:
 
     def get_sandbox(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The Sandbox object, or ``None`` when it does not exist."""
-        return self._call(
+        found: dict[str, Any] | None = self._call(
             f"get Sandbox {namespace}/{name}",
             self.custom.get_namespaced_custom_object,
             C.SANDBOX_API_GROUP, C.SANDBOX_API_VERSION, namespace, C.SANDBOX_PLURAL, name,
             not_found_none=True,
         )
+        return found
 
     # --- gateways -------------------------------------------------------------
 
@@ -468,7 +472,8 @@ class K8sHelper:
                     result = state.on_event(event)
                     if result is WATCH_EXPIRED:
                         break
-                    if result:
+                    # on_event answers the name or address (a str), WATCH_EXPIRED or None.
+                    if isinstance(result, str) and result:
                         return result
             except ApiException as exc:
                 if state.restart_if_gone(exc):

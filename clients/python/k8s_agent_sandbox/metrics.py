@@ -16,7 +16,8 @@ _BUCKETS_MS = (100, 250, 500, 750, 1000, 1250, 1500, 2000, 2500, 5000, 10000, 30
 def _histogram(name: str, doc: str, labels: tuple[str, ...]) -> Histogram:
     # Importing the module twice (e.g. reloads in tests) must not fail on a
     # duplicate registration: reuse the collector already registered.
-    existing = REGISTRY._names_to_collectors.get(name)  # noqa: SLF001 - no public lookup API
+    # A private attribute: prometheus_client has no public lookup by name.
+    existing = REGISTRY._names_to_collectors.get(name)
     if isinstance(existing, Histogram):
         return existing
     return Histogram(name, doc, labels, buckets=_BUCKETS_MS)
@@ -89,8 +90,11 @@ def print_metrics(file: TextIO | None = None) -> None:
             print(f"{name}: no observations", file=stream)
             continue
         for item in series:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(item["labels"].items()))  # type: ignore[union-attr]
-            count = int(item["count"])  # type: ignore[call-overload]
-            total = float(item["sum"])  # type: ignore[arg-type]
+            # get_metrics builds each item as {"labels": dict, "count": int, "sum": float}.
+            raw_labels, raw_count, raw_sum = item["labels"], item["count"], item["sum"]
+            pairs = sorted(raw_labels.items()) if isinstance(raw_labels, dict) else []
+            labels = ",".join(f"{k}={v}" for k, v in pairs)
+            count = raw_count if isinstance(raw_count, int) else 0
+            total = float(raw_sum) if isinstance(raw_sum, (int, float)) else 0.0
             mean = total / count if count else 0.0
             print(f"{name}{{{labels}}}: count={count} mean_ms={mean:.1f}", file=stream)

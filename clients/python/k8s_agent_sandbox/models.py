@@ -39,7 +39,7 @@ class FileEntry(BaseModel):
             name=data["name"],
             size=int(data.get("size") or 0),
             type=data["type"],
-            modified=_dt.datetime.fromtimestamp(float(mod_time), tz=_dt.timezone.utc),
+            modified=_dt.datetime.fromtimestamp(float(mod_time), tz=_dt.UTC),
         )
 
     @classmethod
@@ -49,7 +49,7 @@ class FileEntry(BaseModel):
         if isinstance(raw, str) and raw:
             modified = _parse_rfc3339(raw)
         else:
-            modified = _dt.datetime.fromtimestamp(0, tz=_dt.timezone.utc)
+            modified = _dt.datetime.fromtimestamp(0, tz=_dt.UTC)
         return cls(
             name=data["name"],
             size=int(data.get("size") or 0),
@@ -72,7 +72,7 @@ def _parse_rfc3339(value: str) -> _dt.datetime:
         text = f"{head}.{digits[:6].ljust(6, '0')}{rest}"
     parsed = _dt.datetime.fromisoformat(text)
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=_dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=_dt.UTC)
     return parsed
 
 
@@ -174,13 +174,13 @@ ConnectionConfig = (
 )
 
 __all__ = [
+    "ConnectionConfig",
     "ExecutionResult",
     "FileEntry",
     "SandboxDirectConnectionConfig",
     "SandboxGatewayConnectionConfig",
-    "SandboxLocalTunnelConnectionConfig",
     "SandboxInClusterConnectionConfig",
-    "SandboxdPodTunnelConnectionConfig",
+    "SandboxLocalTunnelConnectionConfig",
     "SandboxTracerConfig",
-    "ConnectionConfig",
+    "SandboxdPodTunnelConnectionConfig",
 ]

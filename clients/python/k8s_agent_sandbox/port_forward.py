@@ -60,7 +60,7 @@ class KubectlPortForward:
         self.local_ports: list[int] = []
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=50)
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[..., KubectlPortForward] | None = None
 
     @property
     def kubectl(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from types import TracebackType
-from typing import Any
+from typing import Any, Self, cast
 
 from . import constants as C
 from .commands import CommandExecutor
@@ -13,7 +13,12 @@ from .connector import SandboxConnector
 from .exceptions import SandboxError
 from .files import Filesystem
 from .k8s_helper import K8sHelper
-from .models import ConnectionConfig, SandboxdPodTunnelConnectionConfig, SandboxLocalTunnelConnectionConfig, SandboxTracerConfig
+from .models import (
+    ConnectionConfig,
+    SandboxdPodTunnelConnectionConfig,
+    SandboxLocalTunnelConnectionConfig,
+    SandboxTracerConfig,
+)
 from .tracing import TraceManager
 from .utils import sandbox_pod_ip
 
@@ -92,15 +97,20 @@ class Sandbox:
 
     # --- operations -----------------------------------------------------------
 
-    @property
-    def commands(self) -> CommandExecutor | None:
-        """Command execution (``None`` once the connection is closed)."""
-        return self._commands
+    # commands and files are None once the connection is closed, as in the
+    # reference SDK (callers test `is None`). They are typed for the open
+    # handle, the only one they are used on, so that `sandbox.commands.run(...)`
+    # type-checks under mypy --strict as the README writes it.
 
     @property
-    def files(self) -> Filesystem | None:
+    def commands(self) -> CommandExecutor:
+        """Command execution (``None`` once the connection is closed)."""
+        return cast("CommandExecutor", self._commands)
+
+    @property
+    def files(self) -> Filesystem:
         """File operations (``None`` once the connection is closed)."""
-        return self._files
+        return cast("Filesystem", self._files)
 
     @property
     def is_active(self) -> bool:
@@ -172,7 +182,7 @@ class Sandbox:
                 self.k8s_helper.delete_sandbox_claim(self.claim_name, self.namespace)
             self.claim_name = None
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

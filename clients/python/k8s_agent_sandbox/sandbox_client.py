@@ -7,12 +7,18 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
 
 from . import constants as C
 from .exceptions import SandboxError, SandboxNotFoundError
 from .k8s_helper import K8sHelper, claim_warmpool_ref, resource_version_of
-from .models import ConnectionConfig, SandboxLocalTunnelConnectionConfig, SandboxTracerConfig
+from .models import (
+    ConnectionConfig,
+    SandboxLocalTunnelConnectionConfig,
+    SandboxTracerConfig,
+)
 from .sandbox import Sandbox
 from .tracing import TraceManager
 from .utils import (
@@ -28,7 +34,9 @@ from .utils import (
 
 log = logging.getLogger(__name__)
 
-S = TypeVar("S", bound=Sandbox)
+# The default lets `SandboxClient()` mean SandboxClient[Sandbox] to a type
+# checker (PEP 696; typing.TypeVar takes default= only from Python 3.13).
+S = TypeVar("S", bound=Sandbox, default=Sandbox)
 
 
 def build_claim_manifest(
@@ -241,6 +249,8 @@ class SandboxClient(Generic[S]):
         return sandbox
 
     def _new_handle(self, claim_name: str, sandbox_id: str, namespace: str) -> S:
+        # sandbox_class is a class attribute, which cannot be typed type[S]
+        # (a ClassVar takes no type variables); a subclass sets it to its S.
         return self.sandbox_class(  # type: ignore[return-value]
             claim_name,
             sandbox_id,

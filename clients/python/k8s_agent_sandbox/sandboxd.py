@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .commands import check_command
+from .commands import CommandExecutor, check_command
 from .connector import SandboxConnector, SandboxdPodTunnelStrategy
 from .exceptions import SandboxNotReadyError
 from .models import ExecutionResult
@@ -92,19 +92,18 @@ def decode_execute_response(buf: bytes) -> dict[str, Any]:
     return out
 
 
-class SandboxdCommandExecutor:
+class SandboxdCommandExecutor(CommandExecutor):
     """``commands.run`` for sandboxd: gRPC ``Execute(["/bin/sh", "-c", command])``."""
 
     def __init__(self, connector: SandboxConnector, tracer: TraceManager | None = None) -> None:
-        self.connector = connector
-        self.tracer = tracer or TraceManager(None)
+        super().__init__(connector, tracer)
         self._channel: Any = None
         self._target: str | None = None
 
     def _grpc_target(self) -> str:
         self.connector.connect()
         strategy = self.connector.strategy
-        target = getattr(strategy, "grpc_target", None)
+        target: str | None = getattr(strategy, "grpc_target", None)
         if not isinstance(strategy, SandboxdPodTunnelStrategy) or not target:
             raise SandboxNotReadyError("No sandboxd gRPC endpoint: the pod tunnel is not connected.")
         return target
@@ -112,6 +111,7 @@ class SandboxdCommandExecutor:
     def run(self, command: str, timeout: float = 60) -> ExecutionResult:
         """Run ``command`` with ``/bin/sh -c`` and return its output (decoded as UTF-8)."""
         try:
+            # grpcio ships no type information (no py.typed, no stubs).
             import grpc  # type: ignore[import-untyped]
         except ImportError as exc:
             raise ImportError(

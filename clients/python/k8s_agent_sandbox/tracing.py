@@ -51,7 +51,7 @@ class TraceManager:
         """JSON of the current W3C trace context, for the claim annotation; ``None`` if no span."""
         if self._tracer is None:
             return None
-        from opentelemetry import propagate  # type: ignore[import-not-found]
+        from opentelemetry import propagate
 
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
@@ -63,10 +63,10 @@ class TraceManager:
 def _init_tracer(service_name: str) -> Any:
     global _provider_initialized
     try:
-        from opentelemetry import trace  # type: ignore[import-not-found]
-        from opentelemetry.sdk.resources import Resource  # type: ignore[import-not-found]
-        from opentelemetry.sdk.trace import TracerProvider  # type: ignore[import-not-found]
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor  # type: ignore[import-not-found]
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:  # pragma: no cover - depends on the extra
         raise ImportError(
             "Tracing is enabled (SandboxTracerConfig(enable_tracing=True)) but OpenTelemetry is "
@@ -75,7 +75,7 @@ def _init_tracer(service_name: str) -> Any:
     if not _provider_initialized:
         provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
                 OTLPSpanExporter,
             )
 

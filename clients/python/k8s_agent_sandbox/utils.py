@@ -9,7 +9,7 @@ import posixpath
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import quote
 
 from .constants import CLAIM_NAME_PREFIX
@@ -21,12 +21,12 @@ _HOST_LABEL = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
 _NUMERIC_LABEL = re.compile(r"^(0[xX][0-9a-fA-F]*|[0-9]+)$")
 
 
-def is_dns_label(value: object) -> bool:
+def is_dns_label(value: object) -> TypeGuard[str]:
     """True when ``value`` is an RFC 1123 label (lower case, 1-63 chars, interior '-')."""
     return isinstance(value, str) and bool(_DNS_LABEL.match(value))
 
 
-def is_dns_subdomain(value: object) -> bool:
+def is_dns_subdomain(value: object) -> TypeGuard[str]:
     """True when ``value`` is an RFC 1123 subdomain (object names of most kinds)."""
     return isinstance(value, str) and 0 < len(value) <= 253 and bool(_DNS_SUBDOMAIN.match(value))
 
@@ -38,7 +38,7 @@ def validate_namespace(namespace: object) -> str:
             f"Invalid namespace {namespace!r}: a namespace must be a lower-case RFC 1123 label "
             "(a-z, 0-9 and '-', at most 63 characters)."
         )
-    return namespace  # type: ignore[return-value]
+    return namespace
 
 
 def validate_label_key(key: object) -> None:
@@ -117,12 +117,12 @@ def generate_claim_name() -> str:
 
 def utc_now_iso() -> str:
     """The current UTC time in ISO 8601 with an explicit offset (``...+00:00``)."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+    return _dt.datetime.now(_dt.UTC).isoformat()
 
 
 def shutdown_time_after(seconds: int) -> str:
     """``now + seconds`` in UTC formatted as ``%Y-%m-%dT%H:%M:%SZ``."""
-    when = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=seconds)
+    when = _dt.datetime.now(_dt.UTC) + _dt.timedelta(seconds=seconds)
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -155,6 +155,7 @@ func burstOutcome(t *testing.T, ns string, claims int) (warm, cold int) {
 // the kubelet frozen so no refill can become adoptable during the burst,
 // 200 claims at once. midBurst, when set, runs once 40 claims are bound.
 func runBurst(t *testing.T, midBurst func()) {
+	t.Helper()
 	const poolSize, claims = 100, 200
 	writes := &exttest.WriteCounter{}
 	gate := &exttest.ReadyGate{}

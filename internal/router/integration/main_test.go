@@ -28,8 +28,13 @@ import (
 var env *testenv.Env
 
 // TestMain fails (never skips) when the apiserver binaries are missing;
-// testenv's message says to run hack/kube/build.sh.
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+// testenv's message says to run hack/kube/build.sh. Every test here needs
+// the apiserver: under -short the binary exits before starting one, and
+// `make test-unit` does not build it at all.
+func TestMain(m *testing.M) {
+	testenv.ExitIfShort("a kube-apiserver and etcd", testenv.IntegrationTarget)
+	testenv.Main(m, &env)
+}
 
 // failAfter bounds waits so a broken test fails instead of hanging.
 const failAfter = 30 * time.Second
@@ -76,6 +81,7 @@ type fakeNode struct {
 }
 
 func startFakeNode(t *testing.T, ns string) *fakeNode {
+	t.Helper()
 	n := &fakeNode{t: t, ns: ns, addrs: map[string]netip.Addr{}, hold: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -137,6 +137,7 @@ func BenchmarkWarmClaimRate(b *testing.B) {
 }
 
 func runBench(b *testing.B, s scenario) {
+	b.Helper()
 	mgrWrites, kubeletWrites := &exttest.WriteCounter{}, &exttest.WriteCounter{}
 	exttest.StartKubelet(b, env, nil, kubeletWrites)
 	var all result
@@ -179,6 +180,7 @@ func runBench(b *testing.B, s scenario) {
 }
 
 func runOnce(b *testing.B, s scenario, mgrWrites, kubeletWrites *exttest.WriteCounter) result {
+	b.Helper()
 	b.StopTimer()
 	ctx := context.Background()
 	c := env.Client
@@ -353,6 +355,7 @@ func runOnce(b *testing.B, s scenario, mgrWrites, kubeletWrites *exttest.WriteCo
 // directory: where the apiserver spends its time decides what a write costs.
 // Read it with `go tool pprof -top <file>`.
 func profileAPIServer(b *testing.B, s scenario) <-chan struct{} {
+	b.Helper()
 	done := make(chan struct{})
 	dir := os.Getenv("AGENT_SANDBOX_BENCH_APISERVER_PROFILE")
 	if dir == "" {

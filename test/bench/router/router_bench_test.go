@@ -109,6 +109,7 @@ func routedRequest(url string, be netip.AddrPort) *http.Request {
 }
 
 func doOnce(b *testing.B, c *http.Client, req *http.Request) {
+	b.Helper()
 	resp, err := c.Do(req)
 	if err != nil {
 		b.Fatal(err)

@@ -137,6 +137,7 @@ func BenchmarkSandboxBurst(b *testing.B) {
 }
 
 func waitFor(b *testing.B, cond func() bool) time.Time {
+	b.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		if cond() {

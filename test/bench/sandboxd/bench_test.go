@@ -74,6 +74,7 @@ func startDaemon(b *testing.B) *daemon {
 
 // reportLatency adds p50/p99 (microseconds) of the samples to the result.
 func reportLatency(b *testing.B, samples []time.Duration) {
+	b.Helper()
 	if len(samples) == 0 {
 		return
 	}
@@ -247,6 +248,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 }
 
 func idleRSS(b *testing.B, bin string) int {
+	b.Helper()
 	ports := make([]int, 3)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -74,6 +74,7 @@ func (l testLog) Write(p []byte) (int, error) {
 }
 
 func envInt(tb testing.TB, name string, def int) int {
+	tb.Helper()
 	v := os.Getenv(name)
 	if v == "" {
 		return def
@@ -86,6 +87,7 @@ func envInt(tb testing.TB, name string, def int) int {
 }
 
 func sizes(tb testing.TB) []int {
+	tb.Helper()
 	v := os.Getenv("AGENT_SANDBOX_SCALE_SIZES")
 	if v == "" {
 		return []int{1000}
@@ -103,6 +105,7 @@ func sizes(tb testing.TB) []int {
 
 // save writes results as JSON into $AGENT_SANDBOX_SCALE_OUT, if set.
 func save(tb testing.TB, name string, v any) string {
+	tb.Helper()
 	dir := os.Getenv("AGENT_SANDBOX_SCALE_OUT")
 	if dir == "" {
 		return ""
@@ -121,6 +124,7 @@ func save(tb testing.TB, name string, v any) string {
 }
 
 func report(b *testing.B, r *bench.ScaleResult, suffix string) {
+	b.Helper()
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	m := func(v float64, unit string) { b.ReportMetric(v, unit+suffix) }
 	m(ms(r.Client.P50), "client_p50_ms")
@@ -183,6 +187,7 @@ func BenchmarkGate(b *testing.B) {
 // saveProfile fetches a 12 s CPU profile from the controller's metrics
 // server (--enable-pprof).
 func saveProfile(b *testing.B, metricsURL, path string) {
+	b.Helper()
 	url := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/profile?seconds=12"
 	resp, err := http.Get(url)
 	if err != nil {
@@ -203,6 +208,7 @@ func saveProfile(b *testing.B, metricsURL, path string) {
 // saveAPIServerProfile fetches a 12 s CPU profile from the apiserver's
 // /debug/pprof (kube-apiserver --profiling defaults to on).
 func saveAPIServerProfile(b *testing.B, st *kwokstack.Stack, path string) {
+	b.Helper()
 	cs, err := kubernetes.NewForConfig(st.Config)
 	if err != nil {
 		b.Error(err)

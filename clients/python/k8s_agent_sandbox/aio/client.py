@@ -7,17 +7,17 @@ import atexit
 import logging
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from .. import constants as C
 from ..exceptions import SandboxNotFoundError
+from ..k8s_helper import claim_warmpool_ref, resource_version_of
 from ..models import (
     ConnectionConfig,
     SandboxdPodTunnelConnectionConfig,
     SandboxLocalTunnelConnectionConfig,
     SandboxTracerConfig,
 )
-from ..k8s_helper import claim_warmpool_ref, resource_version_of
 from ..sandbox_client import (
     build_claim_manifest,
     claim_names,
@@ -91,7 +91,7 @@ class AsyncSandboxClient:
             for namespace, claim in list(self._sandboxes):
                 try:
                     await helper.delete_sandbox_claim(claim, namespace)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - best effort at exit: log and go on
                     log.warning("could not delete SandboxClaim %s/%s: %s", namespace, claim, exc)
             self._sandboxes.clear()
         finally:
@@ -143,7 +143,7 @@ class AsyncSandboxClient:
     async def _delete_claim_quietly(self, claim_name: str, namespace: str) -> None:
         try:
             await self.k8s_helper.delete_sandbox_claim(claim_name, namespace)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - cleanup must not hide the original error
             log.warning("could not delete SandboxClaim %s/%s: %s", namespace, claim_name, exc)
 
     async def get_sandbox(
@@ -203,7 +203,7 @@ class AsyncSandboxClient:
                 await sandbox.terminate()
             else:
                 await self.k8s_helper.delete_sandbox_claim(claim_name, namespace)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - documented as best effort
             log.error("failed to delete sandbox claim %s/%s: %s", namespace, claim_name, exc)
 
     async def delete_all(self) -> None:
@@ -219,7 +219,7 @@ class AsyncSandboxClient:
         if self._cleanup and not self._sandboxes:
             atexit.unregister(self._atexit_cleanup)
 
-    async def __aenter__(self) -> AsyncSandboxClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

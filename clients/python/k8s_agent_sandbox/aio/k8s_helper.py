@@ -9,7 +9,8 @@ and friends), so both clients behave the same.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client, config, watch
@@ -30,6 +31,7 @@ from ..k8s_helper import (
 )
 
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError)
+_API_ERRORS: tuple[type[BaseException], ...] = (ApiException, *_TRANSPORT_ERRORS)
 
 
 async def load_configuration() -> client.Configuration:
@@ -80,31 +82,33 @@ class AsyncK8sHelper:
     async def _call(self, action: str, fn: Callable[..., Any], *args: Any, not_found_none: bool = False, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
-        except (ApiException, *_TRANSPORT_ERRORS) as exc:
+        except _API_ERRORS as exc:
             if not_found_none and isinstance(exc, ApiException) and exc.status == 404:
                 return None
             raise api_error(action, exc, self.host) from exc
 
     async def create_sandbox_claim(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
         api = await self._api()
-        return await self._call(
+        found: dict[str, Any] = await self._call(
             f"create SandboxClaim in namespace {namespace!r}",
             api.create_namespaced_custom_object,
             C.CLAIM_API_GROUP, C.CLAIM_API_VERSION, namespace, C.CLAIM_PLURAL, manifest,
         )
+        return found
 
     async def get_sandbox_claim(self, name: str, namespace: str) -> dict[str, Any] | None:
         api = await self._api()
-        return await self._call(
+        found: dict[str, Any] | None = await self._call(
             f"get SandboxClaim {namespace}/{name}",
             api.get_namespaced_custom_object,
             C.CLAIM_API_GROUP, C.CLAIM_API_VERSION, namespace, C.CLAIM_PLURAL, name,
             not_found_none=True,
         )
+        return found
 
     async def list_sandbox_claims(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         api = await self._api()
-        kwargs = {"label_selector": label_selector} if label_selector else {}
+        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         result = await self._call(
             f"list SandboxClaims in namespace {namespace!r}",
             api.list_namespaced_custom_object,
@@ -123,12 +127,13 @@ class AsyncK8sHelper:
 
     async def get_sandbox(self, name: str, namespace: str) -> dict[str, Any] | None:
         api = await self._api()
-        return await self._call(
+        found: dict[str, Any] | None = await self._call(
             f"get Sandbox {namespace}/{name}",
             api.get_namespaced_custom_object,
             C.SANDBOX_API_GROUP, C.SANDBOX_API_VERSION, namespace, C.SANDBOX_PLURAL, name,
             not_found_none=True,
         )
+        return found
 
     async def wait_for_claim_ready(
         self, name: str, namespace: str, timeout: float, resource_version: str | None = None
@@ -166,7 +171,8 @@ class AsyncK8sHelper:
                         result = state.on_event(event)
                         if result is WATCH_EXPIRED:
                             break
-                        if result:
+                        # on_event answers the name or address (a str), WATCH_EXPIRED or None.
+                        if isinstance(result, str) and result:
                             return result
             except ApiException as exc:
                 if state.restart_if_gone(exc):

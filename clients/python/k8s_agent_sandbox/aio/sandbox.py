@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from types import TracebackType
-from typing import Any
+from typing import Any, Self, cast
 
 from ..commands import check_command, parse_execute_response
 from ..exceptions import SandboxError
@@ -104,15 +104,17 @@ class AsyncSandbox:
         self._pod_name: str | None = None
         self._lock = asyncio.Lock()
 
-    @property
-    def commands(self) -> AsyncCommandExecutor | None:
-        """Command execution (``None`` once closed)."""
-        return self._commands
+    # None once closed, typed for the open handle: see Sandbox.commands.
 
     @property
-    def files(self) -> AsyncFilesystem | None:
+    def commands(self) -> AsyncCommandExecutor:
+        """Command execution (``None`` once closed)."""
+        return cast("AsyncCommandExecutor", self._commands)
+
+    @property
+    def files(self) -> AsyncFilesystem:
         """File operations (``None`` once closed)."""
-        return self._files
+        return cast("AsyncFilesystem", self._files)
 
     @property
     def is_active(self) -> bool:
@@ -153,7 +155,7 @@ class AsyncSandbox:
             await self.k8s_helper.delete_sandbox_claim(self.claim_name, self.namespace)
             self.claim_name = None
 
-    async def __aenter__(self) -> AsyncSandbox:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

@@ -10,12 +10,12 @@ package v1beta1
 // EmbeddedObjectMetadata is the metadata of an object embedded in a spec,
 // such as a PersistentVolumeClaim template.
 type EmbeddedObjectMetadataApplyConfiguration struct {
-	// Name of the embedded object. For a volume claim template it names the
+	// name of the embedded object. For a volume claim template it names the
 	// pod volume and prefixes the claim name (<name>-<sandbox>).
 	Name *string `json:"name,omitempty"`
-	// Labels of the embedded object.
+	// labels of the embedded object.
 	Labels map[string]string `json:"labels,omitempty"`
-	// Annotations of the embedded object.
+	// annotations of the embedded object.
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 

@@ -14,10 +14,10 @@ import (
 //
 // Lifecycle holds the expiry settings of a Sandbox.
 type LifecycleApplyConfiguration struct {
-	// ShutdownTime is the absolute time at which the Sandbox expires.
+	// shutdownTime is the absolute time at which the Sandbox expires.
 	// Unset means it never expires.
 	ShutdownTime *v1.Time `json:"shutdownTime,omitempty"`
-	// ShutdownPolicy says what happens to the Sandbox object at expiry.
+	// shutdownPolicy says what happens to the Sandbox object at expiry.
 	ShutdownPolicy *apiv1beta1.ShutdownPolicy `json:"shutdownPolicy,omitempty"`
 }
 

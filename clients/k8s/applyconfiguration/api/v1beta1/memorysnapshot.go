@@ -13,14 +13,14 @@ import (
 //
 // MemorySnapshot records where a Sandbox's memory snapshot is stored.
 type MemorySnapshotApplyConfiguration struct {
-	// ID names the snapshot in the node's store (the Sandbox's UID).
+	// id names the snapshot in the node's store (the Sandbox's UID).
 	ID *string `json:"id,omitempty"`
-	// NodeName is the node whose local store holds the snapshot; the
+	// nodeName is the node whose local store holds the snapshot; the
 	// restoring Pod is placed there.
 	NodeName *string `json:"nodeName,omitempty"`
-	// SizeBytes is the snapshot's size.
+	// sizeBytes is the snapshot's size.
 	SizeBytes *int64 `json:"sizeBytes,omitempty"`
-	// TakenAt is when the checkpoint completed.
+	// takenAt is when the checkpoint completed.
 	TakenAt *v1.Time `json:"takenAt,omitempty"`
 }
 

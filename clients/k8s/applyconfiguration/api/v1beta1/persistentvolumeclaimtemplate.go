@@ -14,10 +14,10 @@ import (
 // PersistentVolumeClaimTemplate describes a PersistentVolumeClaim created for
 // each Sandbox and mounted as a volume named after the template.
 type PersistentVolumeClaimTemplateApplyConfiguration struct {
-	// Metadata of the claim; name is required in practice because it names
+	// metadata of the claim; name is required in practice because it names
 	// the pod volume and the claim.
 	*EmbeddedObjectMetadataApplyConfiguration `json:"metadata,omitempty"`
-	// Spec of the claim.
+	// spec of the claim.
 	Spec *v1.PersistentVolumeClaimSpec `json:"spec,omitempty"`
 }
 

@@ -10,9 +10,9 @@ package v1beta1
 // PodMetadata is the subset of object metadata that a pod template carries:
 // only labels and annotations are used.
 type PodMetadataApplyConfiguration struct {
-	// Labels to put on the Pod.
+	// labels to put on the Pod.
 	Labels map[string]string `json:"labels,omitempty"`
-	// Annotations to put on the Pod.
+	// annotations to put on the Pod.
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 

@@ -13,9 +13,9 @@ import (
 //
 // PodTemplate describes the Pod that backs a Sandbox.
 type PodTemplateApplyConfiguration struct {
-	// Spec of the Pod.
+	// spec of the Pod.
 	Spec *v1.PodSpec `json:"spec,omitempty"`
-	// Metadata of the Pod; only labels and annotations are used.
+	// metadata of the Pod; only labels and annotations are used.
 	ObjectMeta *PodMetadataApplyConfiguration `json:"metadata,omitempty"`
 }
 

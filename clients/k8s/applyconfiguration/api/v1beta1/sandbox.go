@@ -19,11 +19,12 @@ import (
 // The name must be a DNS-1123 label. It is checked on create only: names
 // are immutable, and objects created before the check must stay updatable.
 type SandboxApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration    `json:""`
+	v1.TypeMetaApplyConfiguration `json:""`
+	// metadata is the standard object metadata.
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	// Spec is the desired state of the Sandbox.
+	// spec is the desired state of the Sandbox.
 	Spec *SandboxSpecApplyConfiguration `json:"spec,omitempty"`
-	// Status is the observed state of the Sandbox.
+	// status is the observed state of the Sandbox.
 	Status *SandboxStatusApplyConfiguration `json:"status,omitempty"`
 }
 

@@ -14,12 +14,12 @@ package v1beta1
 // Any field added here must also be compared by the warm pool's staleness
 // check, or template changes to it would never roll out.
 type SandboxBlueprintApplyConfiguration struct {
-	// PodTemplate describes the Pod of the Sandbox.
+	// podTemplate describes the Pod of the Sandbox.
 	PodTemplate *PodTemplateApplyConfiguration `json:"podTemplate,omitempty"`
-	// VolumeClaimTemplates lists PersistentVolumeClaims created per Sandbox.
+	// volumeClaimTemplates lists PersistentVolumeClaims created per Sandbox.
 	// They survive suspension and pod recreation.
 	VolumeClaimTemplates []PersistentVolumeClaimTemplateApplyConfiguration `json:"volumeClaimTemplates,omitempty"`
-	// Service controls the headless Service named after the Sandbox.
+	// service controls the headless Service named after the Sandbox.
 	// true creates and keeps it; false deletes an owned one; unset creates
 	// none but keeps reconciling one that already exists.
 	Service *bool `json:"service,omitempty"`

@@ -16,7 +16,7 @@ import (
 type SandboxSpecApplyConfiguration struct {
 	SandboxBlueprintApplyConfiguration `json:""`
 	LifecycleApplyConfiguration        `json:""`
-	// OperatingMode is the desired state: Running keeps a Pod, Suspended
+	// operatingMode is the desired state: Running keeps a Pod, Suspended
 	// deletes it while keeping the Service and volumes.
 	OperatingMode *apiv1beta1.OperatingMode `json:"operatingMode,omitempty"`
 }

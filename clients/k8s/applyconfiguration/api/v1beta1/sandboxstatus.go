@@ -13,20 +13,20 @@ import (
 //
 // SandboxStatus is the observed state of a Sandbox.
 type SandboxStatusApplyConfiguration struct {
-	// ServiceFQDN is <service>.<namespace>.svc.<clusterDomain>, empty when
+	// serviceFQDN is <service>.<namespace>.svc.<clusterDomain>, empty when
 	// no Service is tracked.
 	ServiceFQDN *string `json:"serviceFQDN,omitempty"`
-	// Service is the name of the headless Service, or empty.
+	// service is the name of the headless Service, or empty.
 	Service *string `json:"service,omitempty"`
-	// Conditions: Ready, Suspended, PodScheduled and Finished.
+	// conditions: Ready, Suspended, PodScheduled and Finished.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
-	// LabelSelector selects the Pod of this Sandbox.
+	// selector selects the Pod of this Sandbox.
 	LabelSelector *string `json:"selector,omitempty"`
-	// PodIPs are the IPs of the Pod owned by this Sandbox.
+	// podIPs are the IPs of the Pod owned by this Sandbox.
 	PodIPs []string `json:"podIPs,omitempty"`
-	// NodeName is the node the Pod runs on.
+	// nodeName is the node the Pod runs on.
 	NodeName *string `json:"nodeName,omitempty"`
-	// MemorySnapshot is set while a gVisor checkpoint of the Sandbox's Pod,
+	// memorySnapshot is set while a gVisor checkpoint of the Sandbox's Pod,
 	// taken when it was suspended, waits to be restored (deep hibernation,
 	// controller flag --deep-hibernation). An agent-sandbox extension: the
 	// reference project has no such field.

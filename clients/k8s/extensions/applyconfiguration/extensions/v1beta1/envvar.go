@@ -9,14 +9,14 @@ package v1beta1
 //
 // EnvVar is an environment variable a claim injects into its Sandbox.
 type EnvVarApplyConfiguration struct {
-	// Name of the variable.
+	// name of the variable.
 	Name *string `json:"name,omitempty"`
-	// Value of the variable.
+	// value of the variable.
 	Value *string `json:"value,omitempty"`
-	// ContainerName is the target container; empty means the first regular
+	// containerName is the target container; empty means the first regular
 	// container.
 	ContainerName *string `json:"containerName,omitempty"`
-	// ValueFrom takes the value from a key of a Secret in the claim's
+	// valueFrom takes the value from a key of a Secret in the claim's
 	// namespace instead of Value (which must then be empty). The Secret
 	// must opt in with the annotation
 	// extensions.agents.x-k8s.io/claim-env-allowed: "true". The controller

@@ -9,7 +9,7 @@ package v1beta1
 //
 // EnvVarSource is where a claim's env value comes from.
 type EnvVarSourceApplyConfiguration struct {
-	// SecretKeyRef selects a key of a Secret in the claim's namespace.
+	// secretKeyRef selects a key of a Secret in the claim's namespace.
 	SecretKeyRef *SecretKeySelectorApplyConfiguration `json:"secretKeyRef,omitempty"`
 }
 

@@ -14,13 +14,13 @@ import (
 //
 // Lifecycle holds the expiry settings of a claim.
 type LifecycleApplyConfiguration struct {
-	// ShutdownTime is the absolute time at which the claim expires. It is
+	// shutdownTime is the absolute time at which the claim expires. It is
 	// enforced by the claim controller and not copied to the Sandbox.
 	ShutdownTime *v1.Time `json:"shutdownTime,omitempty"`
-	// TTLSecondsAfterFinished expires the claim this many seconds after its
+	// ttlSecondsAfterFinished expires the claim this many seconds after its
 	// Sandbox finished.
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
-	// ShutdownPolicy says what happens at expiry.
+	// shutdownPolicy says what happens at expiry.
 	ShutdownPolicy *extensionsv1beta1.ClaimShutdownPolicy `json:"shutdownPolicy,omitempty"`
 }
 

@@ -15,9 +15,9 @@ import (
 // template. The pod selector and policy types are set by the controller and
 // cannot be changed; an empty list denies all traffic in that direction.
 type NetworkPolicySpecApplyConfiguration struct {
-	// Ingress rules.
+	// ingress rules.
 	Ingress []v1.NetworkPolicyIngressRule `json:"ingress,omitempty"`
-	// Egress rules.
+	// egress rules.
 	Egress []v1.NetworkPolicyEgressRule `json:"egress,omitempty"`
 }
 

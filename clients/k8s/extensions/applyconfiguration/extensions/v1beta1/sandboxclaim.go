@@ -18,11 +18,12 @@ import (
 // The name must be a DNS-1123 label. It is checked on create only: names
 // are immutable, and objects created before the check must stay updatable.
 type SandboxClaimApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration    `json:""`
+	v1.TypeMetaApplyConfiguration `json:""`
+	// metadata is the standard object metadata.
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	// Spec is the desired state of the claim.
+	// spec is the desired state of the claim.
 	Spec *SandboxClaimSpecApplyConfiguration `json:"spec,omitempty"`
-	// Status is the observed state of the claim.
+	// status is the observed state of the claim.
 	Status *SandboxClaimStatusApplyConfiguration `json:"status,omitempty"`
 }
 

@@ -13,17 +13,17 @@ import (
 //
 // SandboxClaimSpec is the desired state of a claim.
 type SandboxClaimSpecApplyConfiguration struct {
-	// WarmPoolRef names the pool to take a Sandbox from; the template is the
+	// warmPoolRef names the pool to take a Sandbox from; the template is the
 	// pool's.
 	WarmPoolRef *WarmPoolRefApplyConfiguration `json:"warmPoolRef,omitempty"`
-	// Lifecycle holds the expiry settings of the claim.
+	// lifecycle holds the expiry settings of the claim.
 	Lifecycle *LifecycleApplyConfiguration `json:"lifecycle,omitempty"`
-	// AdditionalPodMetadata is merged into the Sandbox's pod template
+	// additionalPodMetadata is merged into the Sandbox's pod template
 	// metadata; it cannot override template values.
 	AdditionalPodMetadata *apiv1beta1.PodMetadataApplyConfiguration `json:"additionalPodMetadata,omitempty"`
-	// Env injects environment variables, if the template allows it.
+	// env injects environment variables, if the template allows it.
 	Env []EnvVarApplyConfiguration `json:"env,omitempty"`
-	// VolumeClaimTemplates adds or replaces volume claim templates, if the
+	// volumeClaimTemplates adds or replaces volume claim templates, if the
 	// template allows it.
 	VolumeClaimTemplates []apiv1beta1.PersistentVolumeClaimTemplateApplyConfiguration `json:"volumeClaimTemplates,omitempty"`
 }

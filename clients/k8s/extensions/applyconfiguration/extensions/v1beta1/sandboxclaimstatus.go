@@ -13,9 +13,9 @@ import (
 //
 // SandboxClaimStatus is the observed state of a claim.
 type SandboxClaimStatusApplyConfiguration struct {
-	// Conditions: Ready, and Finished mirrored from the Sandbox.
+	// conditions: Ready, and Finished mirrored from the Sandbox.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
-	// SandboxStatus names the bound Sandbox.
+	// sandbox names the bound Sandbox.
 	SandboxStatus *SandboxStatusApplyConfiguration `json:"sandbox,omitempty"`
 }
 

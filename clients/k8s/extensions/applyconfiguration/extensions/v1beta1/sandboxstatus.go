@@ -9,9 +9,9 @@ package v1beta1
 //
 // SandboxStatus names the Sandbox bound to a claim.
 type SandboxStatusApplyConfiguration struct {
-	// Name of the bound Sandbox.
+	// name of the bound Sandbox.
 	Name *string `json:"name,omitempty"`
-	// PodIPs of the bound Sandbox.
+	// podIPs of the bound Sandbox.
 	PodIPs []string `json:"podIPs,omitempty"`
 }
 

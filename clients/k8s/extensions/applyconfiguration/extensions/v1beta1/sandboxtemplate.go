@@ -15,9 +15,10 @@ import (
 //
 // SandboxTemplate is a reusable blueprint for Sandboxes.
 type SandboxTemplateApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration    `json:""`
+	v1.TypeMetaApplyConfiguration `json:""`
+	// metadata is the standard object metadata.
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	// Spec of the template.
+	// spec of the template.
 	Spec *SandboxTemplateSpecApplyConfiguration `json:"spec,omitempty"`
 }
 

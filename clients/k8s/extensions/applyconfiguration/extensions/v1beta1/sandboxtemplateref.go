@@ -9,7 +9,7 @@ package v1beta1
 //
 // SandboxTemplateRef names a SandboxTemplate in the same namespace.
 type SandboxTemplateRefApplyConfiguration struct {
-	// Name of the SandboxTemplate.
+	// name of the SandboxTemplate.
 	Name *string `json:"name,omitempty"`
 }
 

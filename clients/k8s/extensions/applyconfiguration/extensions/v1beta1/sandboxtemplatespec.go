@@ -16,17 +16,17 @@ import (
 // govern Sandboxes made from it.
 type SandboxTemplateSpecApplyConfiguration struct {
 	apiv1beta1.SandboxBlueprintApplyConfiguration `json:""`
-	// NetworkPolicy holds custom rules for the shared NetworkPolicy. Unset
+	// networkPolicy holds custom rules for the shared NetworkPolicy. Unset
 	// means the secure default. Ignored when networkPolicyManagement is
 	// Unmanaged.
 	NetworkPolicy *NetworkPolicySpecApplyConfiguration `json:"networkPolicy,omitempty"`
-	// NetworkPolicyManagement says whether the controller manages the shared
+	// networkPolicyManagement says whether the controller manages the shared
 	// NetworkPolicy.
 	NetworkPolicyManagement *extensionsv1beta1.NetworkPolicyManagement `json:"networkPolicyManagement,omitempty"`
-	// EnvVarsInjectionPolicy says whether claims may set environment
+	// envVarsInjectionPolicy says whether claims may set environment
 	// variables.
 	EnvVarsInjectionPolicy *extensionsv1beta1.EnvVarsInjectionPolicy `json:"envVarsInjectionPolicy,omitempty"`
-	// VolumeClaimTemplatesPolicy says whether claims may add or replace
+	// volumeClaimTemplatesPolicy says whether claims may add or replace
 	// volume claim templates.
 	VolumeClaimTemplatesPolicy *extensionsv1beta1.VolumeClaimTemplatesPolicy `json:"volumeClaimTemplatesPolicy,omitempty"`
 }

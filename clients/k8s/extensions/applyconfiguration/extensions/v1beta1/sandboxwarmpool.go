@@ -19,11 +19,12 @@ import (
 // The name must be a DNS-1123 label. It is checked on create only: names
 // are immutable, and objects created before the check must stay updatable.
 type SandboxWarmPoolApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration    `json:""`
+	v1.TypeMetaApplyConfiguration `json:""`
+	// metadata is the standard object metadata.
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	// Spec is the desired state of the pool.
+	// spec is the desired state of the pool.
 	Spec *SandboxWarmPoolSpecApplyConfiguration `json:"spec,omitempty"`
-	// Status is the observed state of the pool.
+	// status is the observed state of the pool.
 	Status *SandboxWarmPoolStatusApplyConfiguration `json:"status,omitempty"`
 }
 

@@ -9,13 +9,13 @@ package v1beta1
 //
 // SandboxWarmPoolSpec is the desired state of a warm pool.
 type SandboxWarmPoolSpecApplyConfiguration struct {
-	// Replicas is the number of ready Sandboxes to keep. Driven by an HPA
+	// replicas is the number of ready Sandboxes to keep. Driven by an HPA
 	// through the scale subresource.
 	Replicas *int32 `json:"replicas,omitempty"`
-	// SandboxTemplateRef names the template the pool's Sandboxes are made
+	// sandboxTemplateRef names the template the pool's Sandboxes are made
 	// from.
 	SandboxTemplateRef *SandboxTemplateRefApplyConfiguration `json:"sandboxTemplateRef,omitempty"`
-	// UpdateStrategy says how Sandboxes of an older template are handled.
+	// updateStrategy says how Sandboxes of an older template are handled.
 	UpdateStrategy *SandboxWarmPoolUpdateStrategyApplyConfiguration `json:"updateStrategy,omitempty"`
 }
 

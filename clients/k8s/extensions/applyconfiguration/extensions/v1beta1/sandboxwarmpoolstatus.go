@@ -9,13 +9,13 @@ package v1beta1
 //
 // SandboxWarmPoolStatus is the observed state of a warm pool.
 type SandboxWarmPoolStatusApplyConfiguration struct {
-	// Replicas counts the pool's non-terminating Sandboxes, ready or not.
+	// replicas counts the pool's non-terminating Sandboxes, ready or not.
 	Replicas *int32 `json:"replicas,omitempty"`
-	// ReadyReplicas counts those whose Ready condition is True.
+	// readyReplicas counts those whose Ready condition is True.
 	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
-	// Selector selects the pool's Sandboxes and their Pods.
+	// selector selects the pool's Sandboxes and their Pods.
 	Selector *string `json:"selector,omitempty"`
-	// ObservedGeneration is the pool generation this status is for.
+	// observedGeneration is the pool generation this status is for.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 }
 

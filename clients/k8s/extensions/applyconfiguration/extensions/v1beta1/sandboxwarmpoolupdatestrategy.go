@@ -13,7 +13,7 @@ import (
 //
 // SandboxWarmPoolUpdateStrategy holds the rollout settings of a pool.
 type SandboxWarmPoolUpdateStrategyApplyConfiguration struct {
-	// Type of the strategy.
+	// type of the strategy.
 	Type *extensionsv1beta1.UpdateStrategyType `json:"type,omitempty"`
 }
 

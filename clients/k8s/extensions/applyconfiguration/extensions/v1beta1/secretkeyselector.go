@@ -9,9 +9,9 @@ package v1beta1
 //
 // SecretKeySelector names a key of a Secret in the claim's namespace.
 type SecretKeySelectorApplyConfiguration struct {
-	// Name of the Secret.
+	// name of the Secret.
 	Name *string `json:"name,omitempty"`
-	// Key in the Secret's data.
+	// key in the Secret's data.
 	Key *string `json:"key,omitempty"`
 }
 

@@ -9,7 +9,7 @@ package v1beta1
 //
 // WarmPoolRef names a SandboxWarmPool in the same namespace.
 type WarmPoolRefApplyConfiguration struct {
-	// Name of the SandboxWarmPool.
+	// name of the SandboxWarmPool.
 	Name *string `json:"name,omitempty"`
 }
 
