@@ -52,6 +52,11 @@ const (
 	ClaimConditionLateBinding         = "LateBinding"
 	ClaimReasonEnvApplied             = "EnvApplied"
 	ClaimReasonLateBindingUnavailable = "LateBindingUnavailable"
+	// ClaimReasonEnvDeliveryFailed: the env could not be delivered to the
+	// adopted warm Sandbox within the delivery deadline; the controller
+	// deleted that Sandbox and started a cold one with the env in its Pod
+	// spec.
+	ClaimReasonEnvDeliveryFailed = "EnvDeliveryFailed"
 )
 
 // WarmPoolRef names a SandboxWarmPool in the same namespace.
