@@ -223,3 +223,21 @@ func TestLateBindingProbedImpostorNeverCandidate(t *testing.T) {
 		t.Fatalf("the victim's env was posted to the impostor %d times", posts)
 	}
 }
+
+// Verdicts live in memory only: a new controller re-derives them from the
+// informer's initial list, so after a restart an env claim is still served
+// warm by a member that was Ready all along (no new event for it).
+func TestLateBindingVerdictsAfterRestart(t *testing.T) {
+	w := newLBWorld(t, claim.LateBinding{})
+	w.readyPool("pool", 1, allowEnv)
+	member := w.onlyMember("pool")
+	w.restart(claim.LateBinding{})
+	w.claim("c1", "pool", func(c *extv1beta1.SandboxClaim) { c.Spec.Env = envOf("API_KEY", "after-restart") })
+	sb := w.waitReady("c1")
+	if sb.UID != member.UID {
+		t.Fatalf("after a restart the env claim got %s, want the warm member %s", sb.Name, member.Name)
+	}
+	if got := w.run(sb, "printenv API_KEY"); got != "after-restart\n" {
+		t.Fatalf("API_KEY = %q", got)
+	}
+}
