@@ -45,3 +45,31 @@ func Deliver(ctx context.Context, hc *http.Client, ip string, port int, env *Env
 	}
 	return &ack, nil
 }
+
+// Probe reads the binding State of the sandboxd at ip:port (GET Path). Any
+// answer but 200 with a well-formed State is an error: whatever listens
+// there is not a sandboxd that takes late-bound env.
+func Probe(ctx context.Context, hc *http.Client, ip string, port int) (*State, error) {
+	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + Path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building probe request: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("probing %s: %w", ip, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, fmt.Errorf("reading probe answer from %s: %w", ip, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered the probe with %s", ip, resp.Status)
+	}
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("decoding probe answer from %s: %w", ip, err)
+	}
+	return &st, nil
+}

@@ -119,11 +119,22 @@ type Ack struct {
 }
 
 // State is what GET Path reports: whether and to which claim the daemon is
-// bound and how often env was applied. Never values or digests.
+// bound, how often env was applied, and which key it trusts (KeyID; ""
+// when late binding is off). Never values or digests.
 type State struct {
 	Bound    bool   `json:"bound"`
 	ClaimUID string `json:"claimUID,omitempty"`
 	Applies  int    `json:"applies"`
+	KeyID    string `json:"keyID,omitempty"`
+}
+
+// KeyID is a short fingerprint of a delivery public key: the first 16 hex
+// digits of the SHA-256 of the key bytes. It is public (the key itself
+// is), and lets the controller check, before it adopts a member for an
+// env claim, that the member runs a sandboxd trusting its key.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:8])
 }
 
 // Signer signs payloads with the controller's key.
@@ -153,6 +164,9 @@ func GenerateSigner() (*Signer, error) {
 func (s *Signer) PublicKey() string {
 	return EncodePublicKey(s.priv.Public().(ed25519.PublicKey))
 }
+
+// KeyID is the fingerprint of this signer's public key (see KeyID).
+func (s *Signer) KeyID() string { return KeyID(s.priv.Public().(ed25519.PublicKey)) }
 
 // Sign fills in version, validity and nonce and returns the envelope.
 func (s *Signer) Sign(p Payload) (*Envelope, error) {

@@ -47,11 +47,18 @@ const (
 // extension of this project: True/EnvApplied when it was delivered to a
 // warm Sandbox's sandboxd, False/LateBindingUnavailable (with the reason in
 // the message) when the claim fell back to a cold start because the
-// template cannot take late-bound env.
+// template cannot take late-bound env or no warm member has shown sandboxd
+// with the controller's key, False/EnvDeliveryFailed when the adopted warm
+// Sandbox did not take the env in time and the claim went cold.
 const (
 	ClaimConditionLateBinding         = "LateBinding"
 	ClaimReasonEnvApplied             = "EnvApplied"
 	ClaimReasonLateBindingUnavailable = "LateBindingUnavailable"
+	// ClaimReasonEnvDeliveryFailed: the env could not be delivered to the
+	// adopted warm Sandbox within the delivery deadline; the controller
+	// deleted that Sandbox and started a cold one with the env in its Pod
+	// spec.
+	ClaimReasonEnvDeliveryFailed = "EnvDeliveryFailed"
 )
 
 // WarmPoolRef names a SandboxWarmPool in the same namespace.

@@ -120,6 +120,8 @@ type warmSource struct {
 	// deliveryKey is the late-binding key pools inject into their members
 	// ("" when late binding is off); see latebind.InjectKey.
 	deliveryKey string
+	// late records why this pass skipped members for an env claim.
+	late lateSkips
 }
 
 // adoptFromQueue takes candidates of the claim's pool until one is adopted.

@@ -148,6 +148,9 @@ type Reconciler struct {
 	wakeups chan event.GenericEvent
 	// now is the clock; tests replace it.
 	now func() time.Time
+	// probe checks warm members for sandboxd with this controller's key
+	// (latebind_probe.go); nil when late binding is off.
+	probe *prober
 }
 
 // NewReconciler returns a Reconciler. c is the cached client, api an
@@ -167,6 +170,7 @@ func NewReconciler(c client.Client, api client.Reader, recorder events.EventReco
 		now:      time.Now,
 	}
 	r.queue.inFlight = r.starting
+	r.probe = newProber(&r.opts.LateBinding, r.wake)
 	return r
 }
 
@@ -365,7 +369,7 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 		if err := r.syncBoundMetadata(ctx, claim, sb, src, srcErr); err != nil {
 			return sb, 0, err
 		}
-		return sb, 0, r.deliverEnv(ctx, claim, sb, src)
+		return r.settleEnv(ctx, claim, sb, src)
 	}
 	if name := legacyAssignment(claim); name != "" {
 		sb, err := r.resolveLegacyAssignment(ctx, claim, name, src)
@@ -398,11 +402,19 @@ func (r *Reconciler) reconcileActive(ctx context.Context, claim *extv1beta1.Sand
 			if err := r.recordAssignment(ctx, claim, sb); err != nil {
 				return sb, 0, err
 			}
-			return sb, 0, r.deliverEnv(ctx, claim, sb, src)
+			return r.settleEnv(ctx, claim, sb, src)
 		}
 		var wait time.Duration
 		if wait, coldWhy = r.warmWait(ctx, claim, took); wait > 0 {
 			return nil, wait, nil
+		}
+		// Members skipped for the claim's env: wait for a pending probe
+		// verdict, within the same bound, or say why it goes cold.
+		var lateWhy string
+		if wait, lateWhy = r.lateWait(claim, src); wait > 0 {
+			return nil, wait, nil
+		} else if lateWhy != "" {
+			plan.why = lateWhy
 		}
 	}
 	if src.tmpl == nil {

@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +31,8 @@ type LateBinding struct {
 	Port int
 	// Client sends deliveries (default: 5 s timeout, no proxy).
 	Client *http.Client
+	// DeliveryDeadline: see DefaultDeliveryDeadline (tests shorten it).
+	DeliveryDeadline time.Duration
 }
 
 func (lb *LateBinding) enabled() bool { return lb != nil && lb.Signer != nil }
@@ -46,11 +50,23 @@ func (lb *LateBinding) defaults() {
 	if lb.Port == 0 {
 		lb.Port = latebind.DefaultPort
 	}
+	if lb.DeliveryDeadline <= 0 {
+		lb.DeliveryDeadline = DefaultDeliveryDeadline
+	}
 	if lb.Client == nil {
 		// Pod IPs are never reached through an HTTP proxy.
 		lb.Client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2}}
 	}
 }
+
+// DefaultDeliveryDeadline bounds how long a claim waits for its env to be
+// applied in the warm Sandbox it adopted before it gives that Sandbox up
+// and starts cold. Only members that answered the probe are adopted, so a
+// healthy delivery takes milliseconds and retries cover a sandboxd that
+// restarts once; 30 s is well past that and still far below what a user
+// waiting for a claim tolerates (a cold start on a loaded node takes about
+// as long again).
+const DefaultDeliveryDeadline = 30 * time.Second
 
 // lateBindingPlan is what the template says about a claim's env.
 type lateBindingPlan struct {
@@ -140,8 +156,63 @@ func (r *Reconciler) lateBindableMember(cand *sandboxv1beta1.Sandbox, claim *ext
 	if src.tmpl == nil || injectEnv(src.tmpl, cand.Spec.PodTemplate.Spec.DeepCopy(), claim.Spec.Env) != nil {
 		return false
 	}
-	_, why := r.lateTarget(&cand.Spec.PodTemplate.Spec, claim)
-	return why == ""
+	if _, why := r.lateTarget(&cand.Spec.PodTemplate.Spec, claim); why != "" {
+		return false
+	}
+	// The spec says the pool injected the key; only the prober's verdict
+	// says a sandboxd trusting it runs there (latebind_probe.go).
+	switch r.probe.verdict(cand.UID) {
+	case verdictYes:
+		return true
+	case verdictPending:
+		src.late.pending = true
+	case verdictUnknown:
+		c := candidateOf(cand)
+		if c.Ready || r.starting(&c) {
+			// Probed as soon as the feed sees it Ready.
+			src.late.pending = true
+		} else {
+			src.late.unverified = true
+		}
+	default:
+		src.late.unverified = true
+	}
+	return false
+}
+
+// lateSkips is what a pass learnt about the members it skipped for an env
+// claim.
+type lateSkips struct {
+	// pending: a member may still prove it runs sandboxd (its probe is
+	// under way, or it is starting and will be probed once Ready).
+	pending bool
+	// unverified: a member has shown it does not.
+	unverified bool
+}
+
+// noVerifiedMember is the cold-start reason of an env claim whose pool has
+// members, none of which has shown sandboxd with this controller's key.
+const noVerifiedMember = "no warm member has shown sandboxd with this controller's key"
+
+// lateWait decides for an env claim that adopted nothing: a positive wait
+// when a member's verdict is still pending and the claim is within the
+// wait line's bound (it is woken by the verdict), else why it goes cold
+// ("" when no member was skipped for its env).
+func (r *Reconciler) lateWait(claim *extv1beta1.SandboxClaim, src *warmSource) (time.Duration, string) {
+	if len(claim.Spec.Env) == 0 || (!src.late.pending && !src.late.unverified) {
+		return 0, ""
+	}
+	if src.late.pending && r.probe != nil {
+		since := r.now()
+		if st, ok := r.states.get(client.ObjectKeyFromObject(claim), claim.UID); ok && !st.firstObserved.IsZero() {
+			since = st.firstObserved
+		}
+		if left := r.opts.WarmWait - r.now().Sub(since); left > 0 {
+			r.probe.waitFor(PoolKey(claim.Namespace, claim.Spec.WarmPoolRef.Name), client.ObjectKeyFromObject(claim))
+			return min(left, warmWaitPoll), ""
+		}
+	}
+	return 0, noVerifiedMember
 }
 
 // lateBindingUnavailable records on the claim why its env forced a cold
@@ -161,11 +232,15 @@ func (r *Reconciler) lateBindingUnavailable(claim *extv1beta1.SandboxClaim, why 
 // claim gets one event, not one per pass.
 func (r *Reconciler) reportLateBinding(claim *extv1beta1.SandboxClaim, old *extv1beta1.SandboxClaimStatus) {
 	c := meta.FindStatusCondition(claim.Status.Conditions, extv1beta1.ClaimConditionLateBinding)
-	if c == nil || c.Reason != extv1beta1.ClaimReasonLateBindingUnavailable {
+	if c == nil || (c.Reason != extv1beta1.ClaimReasonLateBindingUnavailable && c.Reason != extv1beta1.ClaimReasonEnvDeliveryFailed) {
 		return
 	}
 	if was := meta.FindStatusCondition(old.Conditions, extv1beta1.ClaimConditionLateBinding); was != nil &&
 		was.Reason == c.Reason && was.Message == c.Message {
+		return
+	}
+	if c.Reason == extv1beta1.ClaimReasonEnvDeliveryFailed {
+		r.warn(claim, c.Reason, "Provisioning", c.Message)
 		return
 	}
 	r.event(claim, corev1.EventTypeNormal, extv1beta1.ClaimReasonLateBindingUnavailable, "Provisioning",
@@ -198,6 +273,11 @@ func (r *Reconciler) deliverEnv(ctx context.Context, claim *extv1beta1.SandboxCl
 		}
 		return nil
 	}
+	return r.boundDelivery(claim, sb, src, r.deliverWarm(ctx, claim, sb, src))
+}
+
+// deliverWarm delivers the claim's env to the warm Sandbox it controls.
+func (r *Reconciler) deliverWarm(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, src *warmSource) error {
 	lb := &r.opts.LateBinding
 	if !lb.enabled() {
 		return errEnvDeliveryPending("late binding is not configured on this controller")
@@ -263,4 +343,90 @@ func (r *Reconciler) deliverEnv(ctx context.Context, claim *extv1beta1.SandboxCl
 		Reason: extv1beta1.ClaimReasonEnvApplied, Message: fmt.Sprintf("env applied in container %q", container),
 	})
 	return nil
+}
+
+// lateGiveUp: the warm Sandbox did not take the env in time; the claim
+// releases it and starts cold (releaseToCold).
+type lateGiveUp struct{ why string }
+
+func (e *lateGiveUp) Error() string { return "env delivery failed: " + e.why }
+
+// boundDelivery bounds the first delivery to a warm Sandbox: a pending
+// delivery that has not succeeded within the deadline (or whose Sandbox
+// is being deleted) becomes lateGiveUp. A claim whose env was applied once
+// is never given up: its sandbox may hold the user's work, and a sandboxd
+// that restarts for good leaves it not Ready, as it would a claim without
+// env.
+func (r *Reconciler) boundDelivery(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, src *warmSource, err error) error {
+	key := client.ObjectKeyFromObject(claim)
+	if err == nil {
+		r.states.with(key, claim.UID, r.now(), func(st *claimState) { st.deliveryFor, st.deliverySince = "", time.Time{} })
+		return nil
+	}
+	ce, ok := asClaimError(err)
+	if !ok || ce.reason != extv1beta1.ClaimReasonEnvDeliveryPending || src == nil || src.tmpl == nil {
+		return err
+	}
+	if c := meta.FindStatusCondition(claim.Status.Conditions, extv1beta1.ClaimConditionLateBinding); c != nil && c.Reason == extv1beta1.ClaimReasonEnvApplied {
+		return err
+	}
+	now := r.now()
+	var since time.Time
+	r.states.with(key, claim.UID, now, func(st *claimState) {
+		if st.deliveryFor != sb.UID {
+			st.deliveryFor, st.deliverySince = sb.UID, now
+		}
+		since = st.deliverySince
+	})
+	deadline := r.opts.LateBinding.DeliveryDeadline
+	switch {
+	case sb.DeletionTimestamp != nil:
+		return &lateGiveUp{why: fmt.Sprintf("warm sandbox %q is being deleted before the env was applied", sb.Name)}
+	case now.Sub(since) >= deadline:
+		return &lateGiveUp{why: fmt.Sprintf("env not applied in warm sandbox %q within %s (%s)", sb.Name, deadline, ce.message)}
+	}
+	// Retry on a timer no later than the deadline, so the give-up happens
+	// on time whatever the backoff has grown to.
+	ce.requeueAfter = min(deadline-now.Sub(since), time.Second)
+	ce.suppress = true
+	return ce
+}
+
+// settleEnv runs deliverEnv for the claim's bound Sandbox and, when the
+// warm delivery was given up, releases that Sandbox and binds the claim to
+// a new cold one with the env in its Pod spec.
+func (r *Reconciler) settleEnv(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, src *warmSource) (*sandboxv1beta1.Sandbox, time.Duration, error) {
+	err := r.deliverEnv(ctx, claim, sb, src)
+	var give *lateGiveUp
+	if !errors.As(err, &give) {
+		return sb, 0, err
+	}
+	cold, err := r.releaseToCold(ctx, claim, sb, src, give.why)
+	return cold, 0, err
+}
+
+// releaseToCold deletes the warm Sandbox the claim controls (by UID, so
+// never another one of the same name) and creates the claim's cold
+// Sandbox. Nothing leaks: the warm Sandbox's Pod goes with it, and the cold
+// one is owned by the claim like any other.
+func (r *Reconciler) releaseToCold(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, src *warmSource, why string) (*sandboxv1beta1.Sandbox, error) {
+	if sb.DeletionTimestamp == nil {
+		uid := sb.UID
+		if err := r.client.Delete(ctx, sb, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return sb, fmt.Errorf("releasing warm sandbox %q after a failed env delivery: %w", sb.Name, err)
+		}
+		log.FromContext(ctx).Info("env delivery failed; released the warm sandbox, starting cold", "sandbox", sb.Name, "why", why)
+	}
+	r.forgetBinding(claim)
+	cold, err := r.createCold(ctx, claim, src)
+	if err != nil {
+		return nil, err
+	}
+	r.remember(claim, cold)
+	r.provisioned(claim, cold)
+	meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
+		Type: extv1beta1.ClaimConditionLateBinding, Status: metav1.ConditionFalse, ObservedGeneration: claim.Generation,
+		Reason: extv1beta1.ClaimReasonEnvDeliveryFailed, Message: why + "; deleted it and started a cold sandbox with the env in its Pod spec",
+	})
+	return cold, nil
 }

@@ -78,6 +78,8 @@ type lbWorld struct {
 	*world
 	signer  *latebind.Signer
 	kubelet *testenv.ProcessKubelet
+	// fakes runs the pods whose first container is not sandboxd.
+	fakes *fakeDaemons
 }
 
 func newLBWorld(t testing.TB, lb claim.LateBinding) *lbWorld {
@@ -87,12 +89,22 @@ func newLBWorld(t testing.TB, lb claim.LateBinding) *lbWorld {
 	w := &world{t: t, c: env().Client, writes: &exttest.WriteCounter{}, gate: &exttest.ReadyGate{}}
 	w.ns = exttest.Namespace(t, w.c, "latebind")
 	ns := w.ns
+	if lb.Signer == nil {
+		var err error
+		if lb.Signer, err = latebind.GenerateSigner(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fakes := newFakeDaemons(t, lb.Signer.KeyID())
 	k, err := testenv.StartProcessKubelet(env().Config, &testenv.ProcessKubelet{
 		Select: func(p *corev1.Pod) bool {
 			_, ok := p.Labels[labels.SandboxNameHash]
 			return ok && p.Namespace == ns
 		},
 		Command: func(pod *corev1.Pod, ip netip.Addr, dir string) *exec.Cmd {
+			if cmd := fakes.command(pod, ip); cmd != nil {
+				return cmd
+			}
 			ws := filepath.Join(dir, "workspace")
 			cmd := exec.Command(bin, "--listen-host="+ip.String(),
 				"--legacy-port="+strconv.Itoa(lbLegacyPort), "--rest-port="+strconv.Itoa(lbRESTPort), "--grpc-port="+strconv.Itoa(lbGRPCPort),
@@ -111,6 +123,9 @@ func newLBWorld(t testing.TB, lb claim.LateBinding) *lbWorld {
 			return cmd
 		},
 		Probe: func(ctx context.Context, pod *corev1.Pod, ip netip.Addr) bool {
+			if fakeMode(pod) != "" {
+				return true // Ready by its own (not sandboxd's) readiness
+			}
 			var md struct {
 				Env map[string]string `json:"env"`
 			}
@@ -124,16 +139,11 @@ func newLBWorld(t testing.TB, lb claim.LateBinding) *lbWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Stop)
-	if lb.Signer == nil {
-		if lb.Signer, err = latebind.GenerateSigner(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	lb.Port = lbRESTPort
 	opts := defaults()
 	opts.LateBinding = lb
 	w.mgr = harness.StartManager(t, env(), harness.ManagerOptions{Extensions: opts, Writes: w.writes})
-	return &lbWorld{world: w, signer: lb.Signer, kubelet: k}
+	return &lbWorld{world: w, signer: lb.Signer, kubelet: k, fakes: fakes}
 }
 
 // restart replaces the manager (fresh in-memory state, same key).

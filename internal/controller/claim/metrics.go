@@ -35,6 +35,11 @@ type claimState struct {
 	// delivered records the late-bound env delivery sandboxd confirmed
 	// (see latebind.go), so later passes do not deliver again.
 	delivered string
+	// deliveryFor and deliverySince: the warm Sandbox (UID) whose first
+	// delivery is failing, and since when (this process's clock; a
+	// restart starts the deadline again, still bounded).
+	deliveryFor   types.UID
+	deliverySince time.Time
 	// written is the status this process last persisted, over the claim
 	// version writtenOver. A pass that still sees writtenOver in the cache
 	// is working from a claim our write already replaced; if it computes

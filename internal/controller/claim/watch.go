@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 
@@ -30,6 +31,11 @@ type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 // SetupWithManager registers the controller. The field indexes of package
 // index must be registered already.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.probe != nil {
+		if err := mgr.Add(r.probe); err != nil {
+			return fmt.Errorf("adding the late-binding prober: %w", err)
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sandboxclaim").
 		For(&extv1beta1.SandboxClaim{}, builder.WithPredicates(r.observePredicate())).
@@ -131,6 +137,9 @@ func (r *Reconciler) candidateFeeder() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) {
 			if sb, ok := e.Object.(*sandboxv1beta1.Sandbox); ok && isAdoptable(sb) {
+				// The initial list replays every member after a restart,
+				// so this re-derives the late-binding verdicts too.
+				r.probe.observe(sb, PoolKey(sb.Namespace, poolName(sb)), r.opts.LateBinding.deliveryKey())
 				wake(q, r.queue.Push(PoolKey(sb.Namespace, poolName(sb)), candidateOf(sb)))
 			}
 		},
@@ -142,6 +151,11 @@ func (r *Reconciler) candidateFeeder() handler.EventHandler {
 			}
 			oldOK, newOK := isAdoptable(o), isAdoptable(n)
 			oldKey, newKey := PoolKey(o.Namespace, poolName(o)), PoolKey(n.Namespace, poolName(n))
+			if newOK {
+				r.probe.observe(n, newKey, r.opts.LateBinding.deliveryKey())
+			} else if oldOK {
+				r.probe.forget(n.UID) // adopted or leaving the pool
+			}
 			switch {
 			case newOK && (!oldOK || oldKey != newKey):
 				if oldOK {
@@ -158,6 +172,7 @@ func (r *Reconciler) candidateFeeder() handler.EventHandler {
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
 			if sb, ok := e.Object.(*sandboxv1beta1.Sandbox); ok {
+				r.probe.forget(sb.UID)
 				if p := poolName(sb); p != "" {
 					wake(q, r.queue.Remove(PoolKey(sb.Namespace, p), sb.Name))
 				}

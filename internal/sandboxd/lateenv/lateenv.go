@@ -85,7 +85,13 @@ func (s *Store) Environ() []string {
 func (s *Store) State() latebind.State {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return latebind.State{Bound: s.claimUID != "", ClaimUID: s.claimUID, Applies: s.applies}
+	st := latebind.State{Bound: s.claimUID != "", ClaimUID: s.claimUID, Applies: s.applies}
+	if s.key != nil {
+		// Public: the controller checks it before adopting this sandbox
+		// for an env claim.
+		st.KeyID = latebind.KeyID(s.key)
+	}
+	return st
 }
 
 // Errors of Apply beyond latebind.Verify's.
