@@ -71,7 +71,13 @@ if [ ! -x "$pause" ] || [ "$(cat "$pause.source-sha256" 2>/dev/null)" != "$src_s
 fi
 step "pause: $pause"
 
-agent="$CACHE/bin/sandbox-hibernate-agent/sandbox-hibernate-agent"
+agent="$CACHE/bin/hibernate-agent/sandbox-hibernate-agent"
+# Caches of an earlier layout kept the agent in a directory named like the
+# binary the image builder writes (bin/sandbox-hibernate-agent); go build
+# -o would then write into that directory and the image build fail.
+if [ -d "$CACHE/bin/sandbox-hibernate-agent" ]; then
+  rm -rf "$CACHE/bin/sandbox-hibernate-agent"
+fi
 # Keyed by its own sources and the module's dependencies (go.sum), by content.
 agent_sum="$(cat cmd/sandbox-hibernate-agent/*.go internal/hibernate/*.go go.sum | sha256sum | cut -d' ' -f1)"
 if [ ! -x "$agent" ] || [ "$(cat "$agent.source-sha256" 2>/dev/null)" != "$agent_sum" ]; then

@@ -21,9 +21,11 @@ const (
 	hibernateAgentConf  = "hibernate-agent.conf"
 )
 
-// hibernateAgentBinary is where hack/deps.sh builds the agent.
+// hibernateAgentBinary is where hack/deps.sh builds the agent: its own
+// directory, because <cache>/bin/sandbox-hibernate-agent is the binary the
+// image builder (internal/images/platform) writes for the agent image.
 func (c Config) hibernateAgentBinary() string {
-	return filepath.Join(c.CacheDir, "bin", compHibernateAgent, compHibernateAgent)
+	return filepath.Join(c.CacheDir, "bin", "hibernate-agent", compHibernateAgent)
 }
 
 // hibernateAgentCert is the agent's client certificate (see leafSpecs).

@@ -137,6 +137,13 @@ func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.Sandb
 	}
 	qkey := PoolKey(claim.Namespace, claim.Spec.WarmPoolRef.Name)
 	var putBack []Candidate
+	promise := r.refillPromise(src)
+	hold := func(c Candidate) {
+		putBack = append(putBack, c)
+		if c.OwnerUID == promise.poolUID {
+			promise.held++
+		}
+	}
 	defer func() {
 		for _, c := range putBack {
 			r.queue.Push(qkey, c)
@@ -145,7 +152,7 @@ func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.Sandb
 	logger := log.FromContext(ctx)
 	ckey := client.ObjectKeyFromObject(claim)
 	for {
-		t := r.queue.Take(qkey, r.refillPromise(src), ckey, claim.UID, r.now())
+		t := r.queue.Take(qkey, promise, ckey, claim.UID, r.now())
 		if t.Verdict != Took {
 			return nil, t, nil
 		}
@@ -163,13 +170,15 @@ func (r *Reconciler) adoptFromQueue(ctx context.Context, claim *extv1beta1.Sandb
 			continue
 		}
 		if len(cand.Status.PodIPs) == 0 {
+			// Still on its way: out of the queue for this pass, it counts
+			// in the pool's deficit, which is what it is for this claim.
 			c.HasIPs, c.Ready = false, false
 			putBack = append(putBack, c)
 			continue
 		}
 		if !r.lateBindableMember(&cand, claim, src) {
 			// Fine for claims without env; not for this one.
-			putBack = append(putBack, c)
+			hold(c)
 			continue
 		}
 		adopted, err := r.adopt(ctx, claim, &cand, src)

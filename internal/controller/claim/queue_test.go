@@ -303,3 +303,27 @@ func TestTakeCountsTheRefillStillToCreate(t *testing.T) {
 		t.Fatalf("c0 beside another pool's member: %+v", r)
 	}
 }
+
+// A Ready member the claim popped and will push back (its env cannot be
+// delivered there) is not missing from the pool: a full pool promises no
+// refill, so the claim goes cold at once instead of waiting for nothing.
+func TestTakeDoesNotCountHeldMembersAsRefill(t *testing.T) {
+	q := NewCandidateQueue()
+	m := cand("m1", true, true, "", 0)
+	m.OwnerUID = "pool"
+	q.Push("ns/p", m)
+	promise := refillPromise{poolUID: "pool", desired: 1, refilling: true}
+	k := types.NamespacedName{Namespace: "ns", Name: "env-claim"}
+	r := q.Take("ns/p", promise, k, "env-claim", base)
+	if r.Verdict != Took || r.Candidate.Name != "m1" {
+		t.Fatalf("first take: %+v, want m1", r)
+	}
+	promise.held++
+	if r := q.Take("ns/p", promise, k, "env-claim", base); r.Verdict != Cold || r.Refill != 0 {
+		t.Fatalf("with the only member held: %+v, want Cold with nothing to create", r)
+	}
+	promise.held = 0
+	if r := q.Take("ns/p", promise, k, "env-claim", base); r.Verdict != Wait || r.Refill != 1 {
+		t.Fatalf("without the hold (a member really missing): %+v, want Wait for one to create", r)
+	}
+}

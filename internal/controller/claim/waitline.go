@@ -89,6 +89,12 @@ type refillPromise struct {
 	poolUID   types.UID
 	desired   int
 	refilling bool
+	// held counts the pool's Ready members the asking claim has popped in
+	// this pass and will push back because its env cannot be delivered
+	// there. They are out of the queue only for the moment; counting them
+	// as missing would promise the claim a refill the pool never makes,
+	// and it would wait for nothing (until --sandbox-claim-warm-wait).
+	held int
 }
 
 // refillLocked is the number of members the pool is still to create for
@@ -98,7 +104,7 @@ func (p *poolQueue) refillLocked(promise refillPromise) int {
 	if !promise.refilling || p.failed[promise.poolUID] > 0 {
 		return 0
 	}
-	return max(0, promise.desired-p.owned[promise.poolUID])
+	return max(0, promise.desired-p.owned[promise.poolUID]-promise.held)
 }
 
 // Take decides, under the queue's lock, whether the claim adopts a
