@@ -190,7 +190,16 @@ func (c *Cluster) Up(ctx context.Context) error {
 	// etcd and containerd have no dependencies; the control plane needs
 	// etcd; the node agents need the apiserver and the pause image.
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return c.ensureComponent(gctx, compEtcd, plan[compEtcd], 30*time.Second) })
+	etcdUp := make(chan struct{})
+	g.Go(func() error {
+		// etcd replays its write-ahead log before it answers; on a data
+		// directory that has seen a few test suites that took 30 s here.
+		if err := c.ensureComponent(gctx, compEtcd, plan[compEtcd], 3*time.Minute); err != nil {
+			return err
+		}
+		close(etcdUp)
+		return nil
+	})
 	g.Go(func() error {
 		if err := c.ensureComponent(gctx, compContainerd, plan[compContainerd], 30*time.Second); err != nil {
 			return err
@@ -198,7 +207,15 @@ func (c *Cluster) Up(ctx context.Context) error {
 		return c.importImages(gctx)
 	})
 	g.Go(func() error {
-		// The apiserver retries etcd itself; starting it right away saves seconds.
+		// The apiserver gives up (and exits) when etcd does not answer
+		// within its storage-factory deadline, so it starts once etcd is
+		// healthy: about a second later on a fresh data directory, and no
+		// failed up on one that takes long to replay.
+		select {
+		case <-etcdUp:
+		case <-gctx.Done():
+			return gctx.Err()
+		}
 		return c.ensureComponent(gctx, compAPIServer, plan[compAPIServer], 90*time.Second)
 	})
 	if err := g.Wait(); err != nil {
