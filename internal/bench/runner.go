@@ -553,6 +553,10 @@ func (t *tracker) observe(claim *extv1beta1.SandboxClaim, now time.Time) {
 	if !ok {
 		return
 	}
+	// A claim the watch shows exists: under load the watch event can reach
+	// this process before the create call's response does, and the claim
+	// was created no later than that (Mark keeps the first time).
+	tr.Mark(Created, now)
 	if _, seen := tr.Since(Ready); !seen && claim.Status.SandboxStatus.Name != "" {
 		tr.Sandbox = claim.Status.SandboxStatus.Name
 		tr.Mark(Bound, now)
