@@ -104,6 +104,12 @@ func TestColdRenderingRefusals(t *testing.T) {
 	overAnnotation.Spec.AdditionalPodMetadata.Annotations = map[string]string{"note": "other"}
 	overEnv := bt.PlainClaim()
 	overEnv.Spec.Env = []extv1beta1.EnvVar{{Name: "A", Value: "2"}}
+	// Wrong in several ways: volumes are reported first, then env, then
+	// metadata.
+	overAll := overEnv.DeepCopy()
+	overAll.Spec.AdditionalPodMetadata.Labels = map[string]string{"team": "b"}
+	overEnvAndLabel := overAll.DeepCopy()
+	overAll.Spec.VolumeClaimTemplates = overVCT.Spec.VolumeClaimTemplates
 	cases := []struct {
 		name   string
 		tmpl   func() *extv1beta1.SandboxTemplate
@@ -117,6 +123,8 @@ func TestColdRenderingRefusals(t *testing.T) {
 		{"volume claim template override, Allowed", bt.Rich, overVCT, extv1beta1.ClaimReasonVolumeClaimTemplatesError, `cannot override template volume "workspace"`},
 		{"pod label override", bt.Rich, overLabel, "", `label "team" is defined in template with value "a", but claim requests "b"`},
 		{"pod annotation override", bt.Rich, overAnnotation, "", `annotation "note" is defined in template with value "n", but claim requests "other"`},
+		{"env and label override: env first", bt.Rich, overEnvAndLabel, "", `override is not allowed by the template policy for variable "A"`},
+		{"volume, env and label override: volume first", bt.Rich, overAll, extv1beta1.ClaimReasonVolumeClaimTemplatesError, `cannot override template volume "workspace"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
