@@ -188,3 +188,15 @@ func TestWarmRenderingGolden(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkColdRendering is the cost of rendering one claim's cold
+// Sandbox from a rich template (go test -run '^$' -bench ColdRendering).
+func BenchmarkColdRendering(b *testing.B) {
+	tmpl, claim := bt.Rich(), bt.RichClaim()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := buildColdSandbox(claim, tmpl); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

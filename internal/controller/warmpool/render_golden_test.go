@@ -88,3 +88,14 @@ func TestPoolRenderingGolden(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPoolRendering is the cost of rendering the prototype member of
+// one pass from a rich template (go test -run '^$' -bench PoolRendering).
+func BenchmarkPoolRendering(b *testing.B) {
+	tmpl, pool := bt.Rich(), bt.Pool()
+	ti := newTemplateInfo(tmpl)
+	b.ReportAllocs()
+	for b.Loop() {
+		buildSandbox(pool, ti, true, "KEY")
+	}
+}
