@@ -13,7 +13,7 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
@@ -111,50 +111,23 @@ func buildClaim(spec Spec, now time.Time) *extv1beta1.SandboxClaim {
 	return claim
 }
 
-// SandboxFromTemplate renders a Sandbox made directly from tmpl the way
-// the claim controller's cold path does (template labels and annotation,
-// secure defaults, NetworkPolicy selector), minus the claim.
+// SandboxFromTemplate renders a Sandbox made directly from tmpl: the
+// blueprint renderer's direct rendering (internal/blueprint: the cold
+// path's template labels and annotation, secure defaults, NetworkPolicy
+// selector, minus the claim), marked like the Go SDK's objects, with the
+// name, env and expiry of spec.
 func SandboxFromTemplate(tmpl *extv1beta1.SandboxTemplate, spec Spec, now time.Time) *sandboxv1beta1.Sandbox {
-	refHash := labels.NameHash(tmpl.Name)
-	sb := &sandboxv1beta1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: spec.Namespace,
-			Name:      spec.Name,
-			Labels: map[string]string{
-				labels.LaunchType:             labels.LaunchTypeCold,
-				labels.SandboxTemplateRefHash: refHash,
-				labels.CreatedBy:              labels.CreatedByGoClient,
-			},
-			Annotations: map[string]string{
-				labels.SandboxTemplateRef:     tmpl.Name,
-				labels.ClientFirstRequestedAt: now.UTC().Format(time.RFC3339Nano),
-			},
-		},
-	}
+	lbls := map[string]string{labels.CreatedBy: labels.CreatedByGoClient}
+	maps.Copy(lbls, spec.Labels)
+	sb := blueprint.ForDirect(tmpl, blueprint.Direct{
+		Labels:         lbls,
+		Annotations:    map[string]string{labels.ClientFirstRequestedAt: now.UTC().Format(time.RFC3339Nano)},
+		PodLabels:      spec.PodLabels,
+		PodAnnotations: spec.PodAnnotations,
+	})
+	sb.Namespace, sb.Name = spec.Namespace, spec.Name
 	if spec.Name == "" {
 		sb.GenerateName = SandboxGenerateName
-	}
-	maps.Copy(sb.Labels, spec.Labels)
-	tmpl.Spec.SandboxBlueprint.DeepCopyInto(&sb.Spec.SandboxBlueprint)
-	meta := &sb.Spec.PodTemplate.ObjectMeta
-	if meta.Labels == nil {
-		meta.Labels = map[string]string{}
-	}
-	for k, v := range spec.PodLabels {
-		if _, taken := meta.Labels[k]; !taken {
-			meta.Labels[k] = v
-		}
-	}
-	meta.Labels[labels.SandboxTemplateRefHash] = refHash
-	if len(spec.PodAnnotations) > 0 {
-		if meta.Annotations == nil {
-			meta.Annotations = map[string]string{}
-		}
-		for k, v := range spec.PodAnnotations {
-			if _, taken := meta.Annotations[k]; !taken {
-				meta.Annotations[k] = v
-			}
-		}
 	}
 	if len(spec.Env) > 0 && len(sb.Spec.PodTemplate.Spec.Containers) > 0 {
 		c := &sb.Spec.PodTemplate.Spec.Containers[0]
@@ -167,7 +140,6 @@ func SandboxFromTemplate(tmpl *extv1beta1.SandboxTemplate, spec Spec, now time.T
 		del := sandboxv1beta1.ShutdownPolicyDelete
 		sb.Spec.ShutdownTime, sb.Spec.ShutdownPolicy = &t, &del
 	}
-	template.ApplySandboxSecureDefaults(tmpl, &sb.Spec.PodTemplate.Spec)
 	return sb
 }
 

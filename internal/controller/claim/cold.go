@@ -10,65 +10,36 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
-	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 )
 
 // buildColdSandbox renders the Sandbox a claim creates when no warm one is
-// available: named after the claim, controlled by it, made from the pool's
-// template with secure defaults, the claim's environment and volume claim
-// templates (as the template's policies allow) and its pod metadata.
+// available: the blueprint renderer's cold rendering of the pool's template
+// (internal/blueprint) with the claim's volume claim templates and pod
+// metadata as the template's policies allow, named after the claim,
+// controlled by it, with the claim's environment.
 func buildColdSandbox(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTemplate) (*sandboxv1beta1.Sandbox, error) {
-	refHash := labels.NameHash(tmpl.Name)
-	sb := &sandboxv1beta1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      claim.Name,
-			Namespace: claim.Namespace,
-			Labels: map[string]string{
-				labels.ClaimUID:               string(claim.UID),
-				labels.LaunchType:             labels.LaunchTypeCold,
-				labels.SandboxTemplateRefHash: refHash,
-			},
-			Annotations:     map[string]string{labels.SandboxTemplateRef: tmpl.Name},
-			OwnerReferences: []metav1.OwnerReference{claimOwnerRef(claim)},
-		},
-	}
-	if tc, ok := claim.Annotations[labels.TraceContext]; ok {
-		sb.Annotations[labels.TraceContext] = tc
-	}
-	if v, ok := claim.Labels[labels.CreatedBy]; ok {
-		sb.Labels[labels.CreatedBy] = v
-	}
-	tmpl.Spec.SandboxBlueprint.DeepCopyInto(&sb.Spec.SandboxBlueprint)
-
 	vcts, err := mergeVCTs(tmpl, claim.Spec.VolumeClaimTemplates)
 	if err != nil {
 		return nil, err
 	}
-	sb.Spec.VolumeClaimTemplates = vcts
+	podMeta := &tmpl.Spec.PodTemplate.ObjectMeta
+	l, lerr := mergeNoOverride("label", podMeta.Labels, claim.Spec.AdditionalPodMetadata.Labels)
+	a, aerr := mergeNoOverride("annotation", podMeta.Annotations, claim.Spec.AdditionalPodMetadata.Annotations)
+	sb := blueprint.ForClaim(tmpl, claim, blueprint.Claim{VolumeClaimTemplates: vcts, PodLabels: l, PodAnnotations: a})
+	sb.Name, sb.Namespace = claim.Name, claim.Namespace
+	sb.OwnerReferences = []metav1.OwnerReference{claimOwnerRef(claim)}
+	// A claim wrong in several ways hears about its env before its
+	// metadata, as it always has.
 	if err := injectEnv(tmpl, &sb.Spec.PodTemplate.Spec, claim.Spec.Env); err != nil {
 		return nil, err
 	}
-
-	meta := &sb.Spec.PodTemplate.ObjectMeta
-	l, err := mergeNoOverride("label", meta.Labels, claim.Spec.AdditionalPodMetadata.Labels)
-	if err != nil {
-		return nil, err
+	if lerr != nil {
+		return nil, lerr
 	}
-	a, err := mergeNoOverride("annotation", meta.Annotations, claim.Spec.AdditionalPodMetadata.Annotations)
-	if err != nil {
-		return nil, err
+	if aerr != nil {
+		return nil, aerr
 	}
-	l[labels.ClaimUID] = string(claim.UID)
-	l[labels.SandboxTemplateRefHash] = refHash
-	if v, ok := claim.Labels[labels.CreatedBy]; ok {
-		l[labels.CreatedBy] = v
-	}
-	meta.Labels = l
-	if len(a) > 0 {
-		meta.Annotations = a
-	}
-	template.ApplySandboxSecureDefaults(tmpl, &sb.Spec.PodTemplate.Spec)
 	return sb, nil
 }
 

@@ -36,10 +36,10 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/refill"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
@@ -343,7 +343,7 @@ func (r *Reconciler) warmSource(ctx context.Context, claim *extv1beta1.SandboxCl
 		return src, fmt.Errorf("getting SandboxTemplate %q: %w", pool.Spec.SandboxTemplateRef.Name, err)
 	}
 	src.tmpl = &tmpl
-	src.blueprintHash = template.BlueprintHash(&tmpl)
+	src.blueprintHash = blueprint.Hash(&tmpl)
 	return src, nil
 }
 

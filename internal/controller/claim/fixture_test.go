@@ -17,8 +17,8 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
@@ -133,13 +133,13 @@ func (f *fixture) member(name string, tmpl *extv1beta1.SandboxTemplate, pool *ex
 	sb := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name,
 		Labels: map[string]string{
 			labels.WarmPoolSandbox: labels.NameHash(pool.Name), labels.SandboxTemplateRefHash: labels.NameHash(tmpl.Name),
-			labels.SandboxTemplateHash: template.BlueprintHash(tmpl), labels.LaunchType: "warm",
+			labels.SandboxTemplateHash: blueprint.Hash(tmpl), labels.LaunchType: "warm",
 		},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxWarmPool",
 			Name: pool.Name, UID: pool.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 	}}
 	tmpl.Spec.SandboxBlueprint.DeepCopyInto(&sb.Spec.SandboxBlueprint)
-	template.ApplySandboxSecureDefaults(tmpl, &sb.Spec.PodTemplate.Spec)
+	blueprint.ApplySecureDefaults(tmpl, &sb.Spec.PodTemplate.Spec)
 	if edit != nil {
 		edit(sb)
 	}
@@ -212,6 +212,6 @@ func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (
 // controller does right after its create.
 func (f *fixture) vouch(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, sb *sandboxv1beta1.Sandbox) *sandboxv1beta1.Sandbox {
 	f.t.Helper()
-	f.r.vetted.Record(pool.UID, sb.UID, template.BlueprintHash(tmpl))
+	f.r.vetted.Record(pool.UID, sb.UID, blueprint.Hash(tmpl))
 	return sb
 }

@@ -13,10 +13,9 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
-	"sigs.k8s.io/agent-sandbox/internal/latebind"
 )
 
 // ReasonForeignSandbox is the Warning event reason for a Sandbox that names
@@ -91,20 +90,17 @@ func canGoWarm(claim *extv1beta1.SandboxClaim) bool {
 }
 
 // warmRendering is the spec of a pool member after its adoption by claim:
-// the pool's rendering of tmpl, with the pod metadata the adoption patch
-// leaves (template + the claim's additionalPodMetadata), with the pool's
-// late-binding key deliveryKey injected ("" for none).
+// the pool's rendering of tmpl with its late-binding key deliveryKey (""
+// for none; blueprint.Spec), with the pod metadata the adoption patch
+// leaves (template + the claim's additionalPodMetadata).
 func warmRendering(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTemplate, deliveryKey string) (*sandboxv1beta1.SandboxSpec, error) {
-	spec := &sandboxv1beta1.SandboxSpec{}
-	tmpl.Spec.SandboxBlueprint.DeepCopyInto(&spec.SandboxBlueprint)
-	template.ApplySandboxSecureDefaults(tmpl, &spec.PodTemplate.Spec)
-	latebind.InjectKey(tmpl.Spec.EnvVarsInjectionPolicy, &spec.PodTemplate.Spec, deliveryKey)
+	spec := blueprint.Spec(tmpl, deliveryKey)
 	l, a, err := desiredPodMetadata(sandboxv1beta1.PodMetadata{}, tmpl, claim)
 	if err != nil {
 		return nil, err
 	}
 	spec.PodTemplate.ObjectMeta = sandboxv1beta1.PodMetadata{Labels: l, Annotations: a}
-	return spec, nil
+	return &spec, nil
 }
 
 // refuse handles a Sandbox that presents itself as the claim's but is not:

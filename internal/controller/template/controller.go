@@ -1,10 +1,10 @@
-// Package template owns the SandboxTemplate controller and what every
-// Sandbox derived from a template has in common: the one shared, secure by
-// default NetworkPolicy per template (or none, when the template opts out
-// with networkPolicyManagement: Unmanaged), the secure pod defaults that the
-// warm pool and claim controllers apply when they copy a template into a
-// Sandbox, and the blueprint hash and semantic comparison that decide when a
-// pool Sandbox is stale.
+// Package template is the SandboxTemplate controller: it keeps the one
+// shared, secure by default NetworkPolicy of each template (or none, when
+// the template opts out with networkPolicyManagement: Unmanaged) and the
+// template's name-hash label, the policy's pod selector value. What the
+// policy says, and everything else a template renders into (Sandboxes,
+// secure defaults, hashes), is internal/blueprint's: the controller only
+// converges the cluster towards it.
 package template
 
 import (
@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
@@ -76,7 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.ensureHashLabel(ctx, &tmpl); err != nil {
 		return ctrl.Result{}, err
 	}
-	if IsManaged(&tmpl) {
+	if blueprint.IsManaged(&tmpl) {
 		return ctrl.Result{}, r.ensurePolicy(ctx, &tmpl)
 	}
 	return ctrl.Result{}, r.removePolicy(ctx, &tmpl)
@@ -96,7 +97,7 @@ func (r *Reconciler) ensureHashLabel(ctx context.Context, tmpl *extv1beta1.Sandb
 
 func (r *Reconciler) getPolicy(ctx context.Context, tmpl *extv1beta1.SandboxTemplate) (*networkingv1.NetworkPolicy, error) {
 	var np networkingv1.NetworkPolicy
-	key := client.ObjectKey{Namespace: tmpl.Namespace, Name: NetworkPolicyName(tmpl.Name)}
+	key := client.ObjectKey{Namespace: tmpl.Namespace, Name: blueprint.NetworkPolicyName(tmpl.Name)}
 	if err := r.Client.Get(ctx, key, &np); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -111,10 +112,10 @@ func (r *Reconciler) ensurePolicy(ctx context.Context, tmpl *extv1beta1.SandboxT
 	if err != nil {
 		return err
 	}
-	desired := DesiredNetworkPolicySpec(tmpl)
+	desired := blueprint.NetworkPolicySpec(tmpl)
 	if existing == nil {
 		np := &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName(tmpl.Name), Namespace: tmpl.Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: blueprint.NetworkPolicyName(tmpl.Name), Namespace: tmpl.Namespace},
 			Spec:       desired,
 		}
 		if err := controllerutil.SetControllerReference(tmpl, np, r.Scheme); err != nil {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
@@ -34,7 +35,7 @@ func reconcileTemplate(t *testing.T, tmpl *extv1beta1.SandboxTemplate) error {
 func getPolicy(t *testing.T, ns, tmpl string) (*networkingv1.NetworkPolicy, error) {
 	t.Helper()
 	var np networkingv1.NetworkPolicy
-	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: NetworkPolicyName(tmpl)}, &np)
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: blueprint.NetworkPolicyName(tmpl)}, &np)
 	return &np, err
 }
 
@@ -62,7 +63,7 @@ func TestSecureDefaultPolicyCreatedAndTemplateLabelled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("policy not created: %v", err)
 	}
-	want := DesiredNetworkPolicySpec(tmpl)
+	want := blueprint.NetworkPolicySpec(tmpl)
 	if len(np.Spec.Egress) != 1 || len(np.Spec.Ingress) != 1 || np.Spec.PodSelector.MatchLabels[labels.SandboxTemplateRefHash] != labels.NameHash("python") {
 		t.Fatalf("policy spec %+v, want %+v", np.Spec, want)
 	}
@@ -150,7 +151,7 @@ func TestForeignPolicyIsNeverTouched(t *testing.T) {
 	testenv.SkipShort(t)
 	ns := exttest.Namespace(t, env.Client, "tmpl")
 	foreign := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: NetworkPolicyName("t")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: blueprint.NetworkPolicyName("t")},
 		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
 	}
 	exttest.Create(t, env.Client, foreign)

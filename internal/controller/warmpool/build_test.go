@@ -34,7 +34,7 @@ func testPool() *extv1beta1.SandboxWarmPool {
 func TestBuildSandbox(t *testing.T) {
 	tmpl := testTemplate()
 	ti := newTemplateInfo(tmpl)
-	sb := buildSandbox(testPool(), ti, true)
+	sb := buildSandbox(testPool(), ti, true, "")
 
 	if sb.GenerateName != "pool-" || sb.Namespace != "ns" {
 		t.Errorf("name %q/%q", sb.Namespace, sb.GenerateName)
@@ -103,7 +103,7 @@ func TestEvictionAnnotationMatrix(t *testing.T) {
 			if c.template != nil {
 				tmpl.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{labels.SafeToEvict: *c.template}
 			}
-			sb := buildSandbox(testPool(), newTemplateInfo(tmpl), c.flag)
+			sb := buildSandbox(testPool(), newTemplateInfo(tmpl), c.flag, "")
 			// An explicit template value stays in the pod template and wins.
 			v, ok := sb.Spec.PodTemplate.ObjectMeta.Annotations[labels.SafeToEvict]
 			if (c.template == nil) == ok || (ok && v != *c.template) {
@@ -120,7 +120,7 @@ func TestBuildSandboxSecureDefaultsFollowPolicy(t *testing.T) {
 	tmpl := testTemplate()
 	tmpl.Spec.NetworkPolicyManagement = extv1beta1.NetworkPolicyManagementUnmanaged
 	tmpl.Spec.PodTemplate.Spec.AutomountServiceAccountToken = ptr.To(true)
-	sb := buildSandbox(testPool(), newTemplateInfo(tmpl), true)
+	sb := buildSandbox(testPool(), newTemplateInfo(tmpl), true, "")
 	if sb.Spec.PodTemplate.Spec.DNSPolicy != "" {
 		t.Error("DNS isolation applied to an Unmanaged template")
 	}

@@ -469,8 +469,7 @@ func (r *Reconciler) createDeficit(ctx context.Context, key string, pool *extv1b
 		log.FromContext(ctx).V(1).Info("waiting for in-flight creates/deletes to be observed", "pendingCreates", c, "pendingDeletes", d)
 		return 0, gateFallback, nil
 	}
-	proto := buildSandbox(pool, ti, r.opts.EnableWarmPoolEviction)
-	r.injectDeliveryKey(proto, ti)
+	proto := buildSandbox(pool, ti, r.opts.EnableWarmPoolEviction, r.vetted.DeliveryKey())
 	created, err := slowStartBatch(ctx, granted, func(ctx context.Context) error {
 		sb := proto.DeepCopy()
 		if err := r.client.Create(ctx, sb); err != nil {

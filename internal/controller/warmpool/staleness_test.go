@@ -10,8 +10,8 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
@@ -152,9 +152,9 @@ func orphan(f *fixture, name string, tmpl *extv1beta1.SandboxTemplate, spoofHash
 		},
 	}}
 	tmpl.Spec.SandboxBlueprint.DeepCopyInto(&sb.Spec.SandboxBlueprint)
-	template.ApplySandboxSecureDefaults(tmpl, &sb.Spec.PodTemplate.Spec)
+	blueprint.ApplySecureDefaults(tmpl, &sb.Spec.PodTemplate.Spec)
 	if spoofHash {
-		sb.Labels[labels.SandboxTemplateHash] = template.BlueprintHash(tmpl)
+		sb.Labels[labels.SandboxTemplateHash] = blueprint.Hash(tmpl)
 		sb.Spec.PodTemplate.Spec.Containers[0].Image = "attacker/backdoor:latest"
 	}
 	return sb

@@ -119,7 +119,7 @@ func TestQuickClass(t *testing.T) {
 	r := NewReconciler(nil, nil, Options{})
 	key := "ns/pool"
 	member := func(uid types.UID, edit func(*sandboxv1beta1.Sandbox)) *sandboxv1beta1.Sandbox {
-		sb := buildSandbox(pool, ti, false)
+		sb := buildSandbox(pool, ti, false, "")
 		sb.Name, sb.UID, sb.Generation = string(uid), uid, 1
 		sb.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
 		if edit != nil {

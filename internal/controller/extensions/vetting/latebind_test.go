@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/latebind"
 )
 
@@ -24,7 +24,7 @@ func TestJudgeDeliveryKey(t *testing.T) {
 	tm := tmpl("img:1")
 	tm.Spec.EnvVarsInjectionPolicy = extv1beta1.EnvVarsInjectionPolicyAllowed
 	tm.Spec.PodTemplate.Spec.Containers = append(tm.Spec.PodTemplate.Spec.Containers, corev1.Container{Name: "side", Image: "img:1"})
-	h := template.BlueprintHash(tm)
+	h := blueprint.Hash(tm)
 	render := func(uid, k string, container int) Verdict {
 		sb := rendered(tm, uid)
 		if k != "" {
@@ -73,7 +73,7 @@ func TestJudgeDeliveryKey(t *testing.T) {
 	// before.
 	plain := tmpl("img:1")
 	sb := rendered(plain, "plain")
-	if got := Judge(reg, pool, plain, template.BlueprintHash(plain), sb); got != Current {
+	if got := Judge(reg, pool, plain, blueprint.Hash(plain), sb); got != Current {
 		t.Errorf("member of a Disallowed template: %v, want current", got)
 	}
 }

@@ -32,7 +32,7 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/latebind"
 )
@@ -73,7 +73,7 @@ func Edited(sb *sandboxv1beta1.Sandbox) bool { return sb.Generation > 1 }
 
 // MatchesRendering reports whether sb's whole spec is what a pool renders
 // from tmpl: the blueprint by semantic comparison (secure defaults applied,
-// see template.BlueprintMatches, and the controller's late-binding key
+// see blueprint.Matches, and the controller's late-binding key
 // deliveryKey injected by exactly latebind.InjectKey's rule, "" for none),
 // no expiry and the default operating mode. Pod template metadata is not
 // compared: the pool adds its labels there and adoption rewrites it.
@@ -88,7 +88,7 @@ func MatchesRendering(tmpl *extv1beta1.SandboxTemplate, sb *sandboxv1beta1.Sandb
 	if m := sb.Spec.OperatingMode; m != "" && m != sandboxv1beta1.OperatingModeRunning {
 		return false
 	}
-	return template.BlueprintMatches(withDeliveryKey(tmpl, deliveryKey), sb)
+	return blueprint.Matches(withDeliveryKey(tmpl, deliveryKey), sb)
 }
 
 // withDeliveryKey is tmpl as the pool renders it with key injected (tmpl
@@ -104,7 +104,7 @@ func withDeliveryKey(tmpl *extv1beta1.SandboxTemplate, key string) *extv1beta1.S
 
 // Judge classifies sb, which the caller has established is controlled by
 // pool by UID. tmpl may be nil (unavailable); blueprintHash is
-// template.BlueprintHash(tmpl). A fresh match is recorded in reg, so the
+// blueprint.Hash(tmpl). A fresh match is recorded in reg, so the
 // comparison runs once per member and template version.
 func Judge(reg *Registry, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, blueprintHash string, sb *sandboxv1beta1.Sandbox) Verdict {
 	if Edited(sb) {

@@ -10,7 +10,7 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
-	"sigs.k8s.io/agent-sandbox/internal/controller/template"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 )
 
 func tmpl(image string) *extv1beta1.SandboxTemplate {
@@ -22,14 +22,14 @@ func tmpl(image string) *extv1beta1.SandboxTemplate {
 func rendered(t *extv1beta1.SandboxTemplate, uid string) *sandboxv1beta1.Sandbox {
 	sb := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: k8stypes.UID("sb-" + uid), Generation: 1}}
 	t.Spec.SandboxBlueprint.DeepCopyInto(&sb.Spec.SandboxBlueprint)
-	template.ApplySandboxSecureDefaults(t, &sb.Spec.PodTemplate.Spec)
+	blueprint.ApplySecureDefaults(t, &sb.Spec.PodTemplate.Spec)
 	return sb
 }
 
 func TestJudge(t *testing.T) {
 	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{UID: "pool-uid"}}
 	v1, v2 := tmpl("img:1"), tmpl("img:2")
-	h1, h2 := template.BlueprintHash(v1), template.BlueprintHash(v2)
+	h1, h2 := blueprint.Hash(v1), blueprint.Hash(v2)
 
 	reg := NewRegistry()
 	cur := rendered(v1, "a")
@@ -104,7 +104,7 @@ func TestRegistryRetain(t *testing.T) {
 func BenchmarkJudge(b *testing.B) {
 	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{UID: "pool-uid"}}
 	v1 := tmpl("img:1")
-	h1 := template.BlueprintHash(v1)
+	h1 := blueprint.Hash(v1)
 	sb := rendered(v1, "a")
 	b.Run("vouched", func(b *testing.B) {
 		reg := NewRegistry()

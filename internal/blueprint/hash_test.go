@@ -1,4 +1,4 @@
-package template
+package blueprint
 
 import (
 	"reflect"
@@ -41,7 +41,7 @@ func baseTemplate() *extv1beta1.SandboxTemplate {
 func sandboxFrom(tmpl *extv1beta1.SandboxTemplate) *sandboxv1beta1.Sandbox {
 	sb := &sandboxv1beta1.Sandbox{}
 	tmpl.Spec.SandboxBlueprint.DeepCopyInto(&sb.Spec.SandboxBlueprint)
-	ApplySandboxSecureDefaults(tmpl, &sb.Spec.PodTemplate.Spec)
+	ApplySecureDefaults(tmpl, &sb.Spec.PodTemplate.Spec)
 	return sb
 }
 
@@ -88,8 +88,8 @@ func TestBlueprintMatches(t *testing.T) {
 			tmpl := baseTemplate()
 			sb := sandboxFrom(tmpl)
 			c.edit(sb)
-			if got := BlueprintMatches(tmpl, sb); got != c.match {
-				t.Errorf("BlueprintMatches = %v, want %v", got, c.match)
+			if got := Matches(tmpl, sb); got != c.match {
+				t.Errorf("Matches = %v, want %v", got, c.match)
 			}
 		})
 	}
@@ -100,17 +100,17 @@ func TestTemplateDNSChangeIsDrift(t *testing.T) {
 	tmpl.Spec.PodTemplate.Spec.DNSPolicy = corev1.DNSDefault
 	sb := sandboxFrom(tmpl)
 	tmpl.Spec.PodTemplate.Spec.DNSPolicy = corev1.DNSClusterFirst
-	if BlueprintMatches(tmpl, sb) {
+	if Matches(tmpl, sb) {
 		t.Fatal("Default -> ClusterFirst must be drift")
 	}
 }
 
 func TestBlueprintHash(t *testing.T) {
-	base := BlueprintHash(baseTemplate())
+	base := Hash(baseTemplate())
 	if len(base) != 8 {
 		t.Fatalf("hash %q is not 8 hex digits", base)
 	}
-	if BlueprintHash(baseTemplate()) != base {
+	if Hash(baseTemplate()) != base {
 		t.Fatal("hash is not deterministic")
 	}
 	edits := map[string]func(*extv1beta1.SandboxTemplate){
@@ -123,14 +123,14 @@ func TestBlueprintHash(t *testing.T) {
 	for name, edit := range edits {
 		tmpl := baseTemplate()
 		edit(tmpl)
-		if BlueprintHash(tmpl) == base {
+		if Hash(tmpl) == base {
 			t.Errorf("%s does not change the blueprint hash", name)
 		}
 	}
 	// Policies are not part of the blueprint.
 	tmpl := baseTemplate()
 	tmpl.Spec.EnvVarsInjectionPolicy = extv1beta1.EnvVarsInjectionPolicyAllowed
-	if BlueprintHash(tmpl) != base {
+	if Hash(tmpl) != base {
 		t.Error("a policy change must not change the blueprint hash")
 	}
 	if PodTemplateHash(baseTemplate()) == base {
@@ -138,27 +138,8 @@ func TestBlueprintHash(t *testing.T) {
 	}
 }
 
-func TestIsCurrent(t *testing.T) {
-	tmpl := baseTemplate()
-	h := BlueprintHash(tmpl)
-	sb := sandboxFrom(tmpl)
-	sb.Spec.PodTemplate.Spec.Containers[0].Image = "old"
-	sb.Labels = map[string]string{labels.SandboxTemplateHash: h}
-	if !IsCurrent(tmpl, h, sb) {
-		t.Error("a matching hash label is enough")
-	}
-	sb.Labels[labels.SandboxTemplateHash] = "deadbeef"
-	if IsCurrent(tmpl, h, sb) {
-		t.Error("a different hash and a different spec is stale")
-	}
-	fresh := sandboxFrom(tmpl)
-	if !IsCurrent(tmpl, h, fresh) {
-		t.Error("no label but a matching spec is current")
-	}
-}
-
 // TestSandboxBlueprintFieldsAreCompared changes every field of
-// SandboxBlueprint in turn and checks that BlueprintMatches notices, so a
+// SandboxBlueprint in turn and checks that Matches notices, so a
 // field added to the API without being compared fails here.
 func TestSandboxBlueprintFieldsAreCompared(t *testing.T) {
 	mutations := map[string]func(*sandboxv1beta1.SandboxBlueprint){
@@ -171,13 +152,13 @@ func TestSandboxBlueprintFieldsAreCompared(t *testing.T) {
 		f := typ.Field(i).Name
 		mutate, ok := mutations[f]
 		if !ok {
-			t.Errorf("SandboxBlueprint.%s has no staleness test: add it to BlueprintMatches and to this table", f)
+			t.Errorf("SandboxBlueprint.%s has no staleness test: add it to Matches and to this table", f)
 			continue
 		}
 		tmpl := baseTemplate()
 		sb := sandboxFrom(tmpl)
 		mutate(&sb.Spec.SandboxBlueprint)
-		if BlueprintMatches(tmpl, sb) {
+		if Matches(tmpl, sb) {
 			t.Errorf("a change of SandboxBlueprint.%s is not detected", f)
 		}
 	}

@@ -1,4 +1,4 @@
-package template
+package blueprint
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ func TestApplySandboxSecureDefaults(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tmpl := &extv1beta1.SandboxTemplate{Spec: extv1beta1.SandboxTemplateSpec{NetworkPolicyManagement: c.mgmt, NetworkPolicy: c.policy}}
 			spec := c.in.DeepCopy()
-			ApplySandboxSecureDefaults(tmpl, spec)
+			ApplySecureDefaults(tmpl, spec)
 			if !equality.Semantic.DeepEqual(spec.AutomountServiceAccountToken, c.automount) {
 				t.Errorf("automount = %v, want %v", ptr.Deref(spec.AutomountServiceAccountToken, false), ptr.Deref(c.automount, false))
 			}
@@ -119,7 +119,7 @@ func TestHardenedSecurityContext(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			spec := c.in.DeepCopy()
-			ApplySandboxSecureDefaults(tmpl, spec)
+			ApplySecureDefaults(tmpl, spec)
 			if !equality.Semantic.DeepEqual(spec.SecurityContext, c.pod) {
 				t.Errorf("pod securityContext = %+v, want %+v", spec.SecurityContext, c.pod)
 			}
@@ -130,10 +130,10 @@ func TestHardenedSecurityContext(t *testing.T) {
 			if !equality.Semantic.DeepEqual(got, c.wantSCs) {
 				t.Errorf("container securityContexts:\n got %s\nwant %s", scString(got), scString(c.wantSCs))
 			}
-			// Idempotent: a second pass (BlueprintMatches renders again)
+			// Idempotent: a second pass (Matches renders again)
 			// changes nothing.
 			again := spec.DeepCopy()
-			ApplySandboxSecureDefaults(tmpl, again)
+			ApplySecureDefaults(tmpl, again)
 			if !equality.Semantic.DeepEqual(again, spec) {
 				t.Errorf("second application changed the spec")
 			}

@@ -1,4 +1,4 @@
-package template
+package blueprint
 
 import (
 	networkingv1 "k8s.io/api/networking/v1"
@@ -29,11 +29,11 @@ func NetworkPolicyName(templateName string) string {
 	return templateName + "-network-policy"
 }
 
-// DesiredNetworkPolicySpec returns the policy spec for tmpl: the secure
+// NetworkPolicySpec returns the policy spec for tmpl: the secure
 // default when the template sets no rules, else the template's rules
 // verbatim. Pod selector and policy types are always the controller's, so a
 // template cannot widen the policy to other pods or drop a direction.
-func DesiredNetworkPolicySpec(tmpl *extv1beta1.SandboxTemplate) networkingv1.NetworkPolicySpec {
+func NetworkPolicySpec(tmpl *extv1beta1.SandboxTemplate) networkingv1.NetworkPolicySpec {
 	spec := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
 			labels.SandboxTemplateRefHash: labels.NameHash(tmpl.Name),

@@ -1,4 +1,4 @@
-package template
+package blueprint
 
 import (
 	"encoding/json"
@@ -10,12 +10,12 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
-// BlueprintHash is the rollout key of a template: NameHash of the JSON of
+// Hash is the rollout key of a template: NameHash of the JSON of
 // its SandboxBlueprint. Warm pool Sandboxes carry it in the
 // sandbox-template-hash label; a different value means "maybe stale", which
-// BlueprintMatches then decides. It returns "" if the blueprint cannot be
+// Matches then decides. It returns "" if the blueprint cannot be
 // encoded, which callers treat as "cannot tell".
-func BlueprintHash(tmpl *extv1beta1.SandboxTemplate) string {
+func Hash(tmpl *extv1beta1.SandboxTemplate) string {
 	b, err := json.Marshal(tmpl.Spec.SandboxBlueprint)
 	if err != nil {
 		return ""
@@ -33,7 +33,7 @@ func PodTemplateHash(tmpl *extv1beta1.SandboxTemplate) string {
 	return labels.NameHash(string(b))
 }
 
-// BlueprintMatches reports whether a Sandbox's blueprint is what tmpl would
+// Matches reports whether a Sandbox's blueprint is what tmpl would
 // produce today, comparing semantically rather than by hash label (a label
 // can be forged or computed by another implementation):
 //
@@ -46,9 +46,9 @@ func PodTemplateHash(tmpl *extv1beta1.SandboxTemplate) string {
 //
 // Every field of SandboxBlueprint must be compared here; a test walks the
 // struct to enforce it.
-func BlueprintMatches(tmpl *extv1beta1.SandboxTemplate, sb *sandboxv1beta1.Sandbox) bool {
+func Matches(tmpl *extv1beta1.SandboxTemplate, sb *sandboxv1beta1.Sandbox) bool {
 	want := tmpl.Spec.PodTemplate.Spec.DeepCopy()
-	ApplySandboxSecureDefaults(tmpl, want)
+	ApplySecureDefaults(tmpl, want)
 	if !equality.Semantic.DeepEqual(*want, sb.Spec.PodTemplate.Spec) {
 		return false
 	}
@@ -68,16 +68,4 @@ func volumeClaimTemplatesMatch(want, got []sandboxv1beta1.PersistentVolumeClaimT
 		}
 	}
 	return true
-}
-
-// IsCurrent reports whether a Sandbox made by a pool reflects tmpl today:
-// its sandbox-template-hash label equals blueprintHash, or, failing that,
-// its blueprint matches semantically (the label may come from an older
-// encoder, or be missing). An empty blueprintHash means the hash could not
-// be computed and only the semantic comparison counts.
-func IsCurrent(tmpl *extv1beta1.SandboxTemplate, blueprintHash string, sb *sandboxv1beta1.Sandbox) bool {
-	if blueprintHash != "" && sb.Labels[labels.SandboxTemplateHash] == blueprintHash {
-		return true
-	}
-	return BlueprintMatches(tmpl, sb)
 }

@@ -1,4 +1,4 @@
-package template
+package blueprint
 
 import (
 	"testing"
@@ -20,7 +20,7 @@ func TestSecureDefaultAdmitsControllerForLateBinding(t *testing.T) {
 		tm := &extv1beta1.SandboxTemplate{}
 		tm.Name = "t"
 		tm.Spec.EnvVarsInjectionPolicy = policy
-		in := DesiredNetworkPolicySpec(tm).Ingress
+		in := NetworkPolicySpec(tm).Ingress
 		if len(in) != want {
 			t.Fatalf("policy %q: %d ingress rules, want %d", policy, len(in), want)
 		}
@@ -39,7 +39,7 @@ func TestSecureDefaultAdmitsControllerForLateBinding(t *testing.T) {
 	custom := &extv1beta1.SandboxTemplate{}
 	custom.Spec.EnvVarsInjectionPolicy = extv1beta1.EnvVarsInjectionPolicyAllowed
 	custom.Spec.NetworkPolicy = &extv1beta1.NetworkPolicySpec{}
-	if in := DesiredNetworkPolicySpec(custom).Ingress; len(in) != 0 {
+	if in := NetworkPolicySpec(custom).Ingress; len(in) != 0 {
 		t.Errorf("custom rules were widened: %+v", in)
 	}
 }

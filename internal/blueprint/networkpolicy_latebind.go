@@ -1,4 +1,4 @@
-package template
+package blueprint
 
 import (
 	corev1 "k8s.io/api/core/v1"

@@ -1,4 +1,4 @@
-package template
+package blueprint
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -24,9 +24,10 @@ func UsesSecureDefaultPolicy(tmpl *extv1beta1.SandboxTemplate) bool {
 	return IsManaged(tmpl) && tmpl.Spec.NetworkPolicy == nil
 }
 
-// ApplySandboxSecureDefaults hardens a pod spec copied from tmpl into a
-// Sandbox. The warm pool and claim controllers call it for every Sandbox they
-// derive from a template; Sandboxes created directly get none of it.
+// ApplySecureDefaults hardens a pod spec copied from tmpl into a
+// Sandbox. Every rendering of a template applies it (Spec): pool members,
+// claims' cold starts, the CLI's Sandboxes; a Sandbox a user writes without
+// a template gets none of it.
 //
 //   - automountServiceAccountToken unset becomes false: agent code should not
 //     reach the Kubernetes API with the pod's identity unless the template
@@ -36,7 +37,7 @@ func UsesSecureDefaultPolicy(tmpl *extv1beta1.SandboxTemplate) bool {
 //     Custom policies and Unmanaged templates keep their DNS untouched.
 //   - Every container gets a hardened security context where the template
 //     leaves one unset (see hardenSecurityContext).
-func ApplySandboxSecureDefaults(tmpl *extv1beta1.SandboxTemplate, spec *corev1.PodSpec) {
+func ApplySecureDefaults(tmpl *extv1beta1.SandboxTemplate, spec *corev1.PodSpec) {
 	if spec.AutomountServiceAccountToken == nil {
 		f := false
 		spec.AutomountServiceAccountToken = &f

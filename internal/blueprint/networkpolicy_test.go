@@ -1,4 +1,4 @@
-package template
+package blueprint
 
 import (
 	"testing"
@@ -14,7 +14,7 @@ import (
 
 func TestSecureDefaultNetworkPolicy(t *testing.T) {
 	tmpl := &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "python"}}
-	got := DesiredNetworkPolicySpec(tmpl)
+	got := NetworkPolicySpec(tmpl)
 	want := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{labels.SandboxTemplateRefHash: labels.NameHash("python")}},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
@@ -44,7 +44,7 @@ func TestCustomNetworkPolicyKeepsSelectorAndTypes(t *testing.T) {
 			Egress:  []networkingv1.NetworkPolicyEgressRule{}, // empty: deny all egress
 		}},
 	}
-	got := DesiredNetworkPolicySpec(tmpl)
+	got := NetworkPolicySpec(tmpl)
 	if got.PodSelector.MatchLabels[labels.SandboxTemplateRefHash] != labels.NameHash("t") || len(got.PolicyTypes) != 2 {
 		t.Fatalf("selector/types not the controller's: %+v", got)
 	}
@@ -57,6 +57,6 @@ func TestCustomNetworkPolicyKeepsSelectorAndTypes(t *testing.T) {
 	// The template's slice must not be shared with the policy.
 	got.Ingress[0].Ports = nil
 	if tmpl.Spec.NetworkPolicy.Ingress[0].Ports == nil {
-		t.Error("DesiredNetworkPolicySpec aliases the template's rules")
+		t.Error("NetworkPolicySpec aliases the template's rules")
 	}
 }
