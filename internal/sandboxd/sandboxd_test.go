@@ -87,7 +87,7 @@ func start(t testing.TB, cfg Config) *daemon {
 	}
 	t.Cleanup(func() {
 		cancel()
-		_ = <-done // shutdown; its result is not under test
+		<-done //nolint:errcheck // shutdown; its result is not under test
 	})
 	return dm
 }
