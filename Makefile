@@ -42,9 +42,9 @@ generate:
 		> internal/platform/manifests/default-pool.yaml
 
 ## verify: generated files (CRDs, RBAC, clients, protos) are fresh and
-## committed, every go.mod is tidy, gofmt and go vet are clean, the
-## TypeScript SDK lints. `make lint` (golangci-lint with the Kubernetes API
-## linter, ruff, mypy --strict) is not part of it yet: see README status.
+## committed, every go.mod is tidy, gofmt and go vet are clean, `make lint`
+## (golangci-lint with the Kubernetes API linter, ruff, mypy --strict) and
+## the TypeScript SDK's linters pass.
 .PHONY: verify
 verify: generate proto tidy
 	@git diff --exit-code -- api/proto || { echo "generated protos are stale: run 'make proto' and commit"; exit 1; }
@@ -52,6 +52,8 @@ verify: generate proto tidy
 	@out="$$(git status --porcelain --untracked-files=all -- clients/k8s k8s/crd k8s/rbac charts/agent-sandbox/crds internal/platform/manifests)"; if [ -n "$$out" ]; then echo "generated files not committed:"; echo "$$out"; exit 1; fi
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@# After generation, so the generated code is linted as committed.
+	$(MAKE) --no-print-directory lint
 	clients/typescript/run-tests.sh lint
 	@out="$$(git status --porcelain --untracked-files=all)"; if [ -n "$$out" ]; then echo "the tree is not clean after generation (commit or ignore these):"; echo "$$out"; exit 1; fi
 

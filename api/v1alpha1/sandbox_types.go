@@ -24,7 +24,7 @@ type SandboxSpec struct {
 	// replicas is 1 to run the Sandbox's Pod and 0 to suspend it (the Pod
 	// is deleted, Service and volumes are kept).
 	// +optional
-	// +kubebuilder:default=1
+	// +default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -44,7 +44,7 @@ type SandboxStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Replicas int32 `json:"replicas,omitempty"`
-	// conditions: Ready, Suspended, PodScheduled and Finished.
+	// conditions are Ready, Suspended, PodScheduled and Finished.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// selector selects the Pod of this Sandbox.
@@ -69,6 +69,7 @@ type SandboxStatus struct {
 type Sandbox struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired state of the Sandbox.

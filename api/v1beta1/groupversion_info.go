@@ -13,7 +13,7 @@ var (
 	SchemeGroupVersion = GroupVersion
 
 	// SchemeBuilder registers the types of this package with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion} //nolint:staticcheck // exported API surface: callers (as with the reference's kubebuilder-layout packages) use it as a *scheme.Builder, e.g. Register
 
 	// AddToScheme adds the types of this package to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme

@@ -37,7 +37,7 @@ type Lifecycle struct {
 
 	// shutdownPolicy says what happens to the Sandbox object at expiry.
 	// +optional
-	// +kubebuilder:default=Retain
+	// +default="Retain"
 	ShutdownPolicy *ShutdownPolicy `json:"shutdownPolicy,omitempty"`
 }
 
@@ -51,7 +51,7 @@ type SandboxSpec struct {
 	// operatingMode is the desired state: Running keeps a Pod, Suspended
 	// deletes it while keeping the Service and volumes.
 	// +optional
-	// +kubebuilder:default=Running
+	// +default="Running"
 	OperatingMode OperatingMode `json:"operatingMode,omitempty"`
 }
 
@@ -66,7 +66,7 @@ type SandboxStatus struct {
 	// +optional
 	Service string `json:"service,omitempty"`
 
-	// conditions: Ready, Suspended, PodScheduled and Finished.
+	// conditions are Ready, Suspended, PodScheduled and Finished.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -93,14 +93,17 @@ type SandboxStatus struct {
 // MemorySnapshot records where a Sandbox's memory snapshot is stored.
 type MemorySnapshot struct {
 	// id names the snapshot in the node's store (the Sandbox's UID).
+	// +required
 	ID string `json:"id"`
 	// nodeName is the node whose local store holds the snapshot; the
 	// restoring Pod is placed there.
+	// +required
 	NodeName string `json:"nodeName"`
 	// sizeBytes is the snapshot's size.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
 	// takenAt is when the checkpoint completed.
+	// +required
 	TakenAt metav1.Time `json:"takenAt"`
 }
 
@@ -123,6 +126,7 @@ type MemorySnapshot struct {
 type Sandbox struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired state of the Sandbox.

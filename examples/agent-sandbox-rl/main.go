@@ -40,9 +40,10 @@ func main() {
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, *kubeconfig, *namespace, *pool, *episodes, *rate, *concurrency, *episodeTime, *refillTime,
-		*poolSize, *routerURL, *claimOnly, *accuracy); err != nil {
+	err := run(ctx, *kubeconfig, *namespace, *pool, *episodes, *rate, *concurrency, *episodeTime, *refillTime,
+		*poolSize, *routerURL, *claimOnly, *accuracy)
+	stop() // not deferred: os.Exit below would skip it
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent-sandbox-rl:", err)
 		os.Exit(1)
 	}

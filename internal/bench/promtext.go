@@ -38,9 +38,9 @@ func parseSamples(r io.Reader, want ...string) (*Samples, error) {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, labels := line, ""
+		labels := ""
 		if i := strings.IndexByte(line, '{'); i >= 0 {
-			name = line[:i]
+			name := line[:i]
 			end := strings.LastIndexByte(line, '}')
 			if end < i {
 				continue
@@ -51,7 +51,7 @@ func parseSamples(r io.Reader, want ...string) (*Samples, error) {
 		if len(f) < 2 {
 			continue
 		}
-		name = f[0]
+		name := f[0]
 		v, err := strconv.ParseFloat(f[1], 64)
 		if err != nil {
 			return nil, fmt.Errorf("parsing %q: %w", sc.Text(), err)

@@ -193,16 +193,15 @@ func EnsurePools(ctx context.Context, c client.Client, n int, perPool int32, tim
 // window measures what happens between begin and end: apiserver writes
 // and CPU, controller CPU, peak RSS and the controller histogram.
 type window struct {
-	cfg       *ScaleConfig
-	rc        *rest.Config
-	api0      *Samples
-	writes0   RequestCounts
-	ctrl0     *Samples
-	ctrlURL   string
-	peak      *peakSampler
-	start     time.Time
-	apiErr    error
-	ctrlReset bool // the controller restarted inside the window
+	cfg     *ScaleConfig
+	rc      *rest.Config
+	api0    *Samples
+	writes0 RequestCounts
+	ctrl0   *Samples
+	ctrlURL string
+	peak    *peakSampler
+	start   time.Time
+	apiErr  error
 }
 
 var apiMetrics = []string{"process_cpu_seconds_total", "apiserver_storage_size_bytes"}
@@ -332,7 +331,10 @@ func waitQuiet(ctx context.Context, c client.Client, namespaces int, per int, ti
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster not quiet after %s: %+v, want %+v (%v)", timeout, got, want, err)
+			if err != nil {
+				return fmt.Errorf("cluster not quiet after %s: %+v, want %+v: %w", timeout, got, want, err)
+			}
+			return fmt.Errorf("cluster not quiet after %s: %+v, want %+v", timeout, got, want)
 		}
 		select {
 		case <-ctx.Done():

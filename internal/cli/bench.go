@@ -94,8 +94,8 @@ func newBenchCommand() *cobra.Command {
 				cfg.Interact = InteractThroughRouter(routerURL)
 			}
 			out := cmd.OutOrStdout()
-			switch {
-			case cfg.Scenario == bench.SDK:
+			switch cfg.Scenario {
+			case bench.SDK:
 				via := "router " + routerURL
 				if viaTunnel {
 					via = "port-forward tunnel to the router"

@@ -196,7 +196,7 @@ func precheck(ctx context.Context, c client.Client, spec remote.Spec, prog strin
 		case err != nil:
 			// Not allowed to read pools, or a hiccup: the claim
 			// controller still checks.
-			return nil
+			return nil //nolint:nilerr // best-effort pre-check; the controller decides
 		}
 		tmplName = pool.Spec.SandboxTemplateRef.Name
 	}
@@ -205,7 +205,7 @@ func precheck(ctx context.Context, c client.Client, spec remote.Spec, prog strin
 	}
 	var tmpl extv1beta1.SandboxTemplate
 	if err := c.Get(ctx, types.NamespacedName{Namespace: spec.Namespace, Name: tmplName}, &tmpl); err != nil {
-		return nil // the controllers report a missing template
+		return nil //nolint:nilerr // best-effort pre-check: the controllers report a missing template
 	}
 	if spec.Pool != "" && (tmpl.Spec.EnvVarsInjectionPolicy == "" || tmpl.Spec.EnvVarsInjectionPolicy == extv1beta1.EnvVarsInjectionPolicyDisallowed) {
 		return withFix(fmt.Errorf("SandboxTemplate %s/%s does not allow environment variables from claims (envVarsInjectionPolicy: Disallowed), so -e would be refused",

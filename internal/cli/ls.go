@@ -325,7 +325,7 @@ func watchViews(ctx context.Context, w io.Writer, c client.WithWatch, namespace 
 // watchEnd: an interrupted watch is a normal end.
 func watchEnd(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return nil
+		return nil //nolint:nilerr // the interrupt is the user's way to stop watching, not a failure
 	}
 	return err
 }

@@ -311,7 +311,12 @@ func (s *Stack) startRouter(ctx context.Context, admin *rest.Config) error {
 		url := "http://127.0.0.1:" + strconv.Itoa(port)
 		if err := waitHTTP(ctx, url+"/healthz", done, 90*time.Second); err != nil {
 			cancel()
-			<-done
+			if !errors.Is(err, errExited) {
+				// waitHTTP did not read the router's result (when it did,
+				// a second read would block forever): wait for it to stop
+				// before the next attempt.
+				err = errors.Join(err, <-done)
+			}
 			lastErr = err
 			continue
 		}
@@ -517,6 +522,10 @@ func randomLoopbackBlock() netip.Addr {
 
 // waitHTTP polls url until it answers 200, the component exits (done), or
 // timeout passes. Start-up only.
+// errExited: the process waitHTTP watched ended (and its result was read
+// from done) before it served.
+var errExited = errors.New("exited before serving")
+
 func waitHTTP(ctx context.Context, url string, done <-chan error, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -530,7 +539,7 @@ func waitHTTP(ctx context.Context, url string, done <-chan error, timeout time.D
 		}
 		select {
 		case err := <-done:
-			return fmt.Errorf("exited before serving: %w", err)
+			return fmt.Errorf("%w: %w", errExited, err)
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s: %w", url, ctx.Err())
 		case <-time.After(20 * time.Millisecond):

@@ -240,7 +240,7 @@ func forwardGet(t *testing.T, st *Stack, ns, pod string, port int, path string) 
 	}
 	done := make(chan error, 1)
 	go func() { done <- fw.ForwardPorts() }()
-	defer func() { close(stop); <-done }()
+	defer func() { close(stop); <-done }() //nolint:errcheck // ForwardPorts ends when stop closes; that error says nothing
 	select {
 	case <-ready:
 	case err := <-done:

@@ -123,7 +123,7 @@ func TestWriteTarballConfigAndReproducibility(t *testing.T) {
 	if !slices.Equal(c.Config.Entrypoint, spec.Entrypoint) || !slices.Equal(c.Config.Cmd, spec.Cmd) ||
 		!slices.Equal(c.Config.Env, spec.Env) || c.Config.WorkingDir != "/work" || c.Config.User != "1000:1000" ||
 		len(c.Config.ExposedPorts) != 2 || c.Config.Labels["org.example"] != "yes" ||
-		c.OS != "linux" || c.Architecture != "amd64" || !c.Created.Time.Equal(Epoch) {
+		c.OS != "linux" || c.Architecture != "amd64" || !c.Created.Equal(Epoch) {
 		t.Errorf("config = %+v", c)
 	}
 	if _, ok := c.Config.ExposedPorts["9090/tcp"]; !ok {

@@ -317,7 +317,7 @@ func rootfsLayer(dir, root string) (*fileLayer, error) {
 				}
 				hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
 			case t.IsRegular():
-				key := inode{uint64(st.Dev), st.Ino}
+				key := inode{uint64(st.Dev), st.Ino} //nolint:unconvert // Stat_t.Dev is uint32 on some GOARCHes (e.g. mips)
 				if first, seen := links[key]; seen && st.Nlink > 1 {
 					hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
 					break

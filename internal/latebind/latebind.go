@@ -232,7 +232,7 @@ func Verify(pub ed25519.PublicKey, env *Envelope, local netip.Addr, now time.Tim
 	dec := json.NewDecoder(bytes.NewReader(env.Payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if p.V != Version || p.ClaimUID == "" || p.SandboxUID == "" {
 		return nil, fmt.Errorf("%w: version %d, claim %q, sandbox %q", ErrMalformed, p.V, p.ClaimUID, p.SandboxUID)

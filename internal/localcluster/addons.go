@@ -546,7 +546,7 @@ func sweepKubeChains(iptables string) error {
 func sweepChains(iptables, prefix string, keep func(table, chain string) bool) error {
 	save, err := run(iptables + "-save")
 	if err != nil {
-		return nil // no such table support (e.g. ip6tables without IPv6): nothing installed either
+		return nil //nolint:nilerr // no such table support (e.g. ip6tables without IPv6): nothing installed either
 	}
 	chains, jumps := prefixedChains(save, prefix)
 	kept := func(table, chain string) bool { return keep != nil && keep(table, chain) }

@@ -339,7 +339,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context, cfg *rest.Config) error {
 		node, err := cs.CoreV1().Nodes().Get(ctx, c.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()
-			return false, nil
+			return false, nil //nolint:nilerr // not registered yet: poll on (last is reported on timeout)
 		}
 		for _, cond := range node.Status.Conditions {
 			if cond.Type == corev1.NodeReady {

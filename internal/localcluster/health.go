@@ -176,7 +176,7 @@ func (c *Cluster) waitHealthy(ctx context.Context, name string, r *running, time
 		}
 		select {
 		case <-exited:
-			return c.componentFailed(name, fmt.Errorf("exited: %v", r.err))
+			return c.componentFailed(name, exitedErr("exited", r.err))
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return ctx.Err()
@@ -289,4 +289,13 @@ func listenerOwner(port int) (int, string) {
 		}
 	}
 	return 0, ""
+}
+
+// exitedErr says a component's process ended; err is what its wait
+// returned, nil when it exited with status 0.
+func exitedErr(what string, err error) error {
+	if err == nil {
+		return errors.New(what + " with status 0")
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -199,7 +199,7 @@ func applyOne(ctx context.Context, dyn dynamic.Interface, mapper meta.Resettable
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			mapper.Reset()
-			return false, nil
+			return false, nil //nolint:nilerr // not in discovery yet: poll on with a fresh mapper
 		}
 		mapping = m
 		return true, nil
@@ -233,7 +233,7 @@ func waitCRDsEstablished(ctx context.Context, dyn dynamic.Interface, names []str
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 			u, err := dyn.Resource(crdGVR).Get(ctx, n, metav1.GetOptions{})
 			if err != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not visible yet: poll on until the timeout
 			}
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 			for _, c := range conds {

@@ -200,7 +200,7 @@ func probeRunsc(ctx context.Context, runsc, platform, device string, timeout tim
 		for _, pid := range kids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		<-done
+		<-done //nolint:errcheck // killed: Wait's error only says so
 		if ctx.Err() == context.DeadlineExceeded {
 			return kvmProbe{Took: time.Since(start), Err: fmt.Errorf("runsc --platform=%s do /bin/true did not finish within %s (hung)", platform, timeout)}
 		}

@@ -139,6 +139,7 @@ func (s *benchSandbox) cmd(args ...string) *exec.Cmd {
 }
 
 func (s *benchSandbox) exec(b *testing.B, args ...string) string {
+	b.Helper()
 	out, err := s.cmd(append([]string{"exec", s.id}, args...)...).Output()
 	if err != nil {
 		b.Fatalf("runsc exec %v: %v", args, err)

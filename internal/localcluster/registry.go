@@ -154,7 +154,7 @@ func waitRegistry(ctx context.Context, addr string, r *running) error {
 		last = err
 		select {
 		case <-exited:
-			return fmt.Errorf("exited before serving: %v", r.err)
+			return exitedErr("exited before serving", r.err)
 		case <-ctx.Done():
 			return errors.Join(ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):

@@ -68,7 +68,7 @@ func TestPProfEndpointsFollowFlags(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- mgr.Start(ctx) }()
-			defer func() { cancel(); <-done }()
+			defer func() { cancel(); <-done }() //nolint:errcheck // shutdown after the check; its result is not under test
 			deadline := time.Now().Add(10 * time.Second)
 			for {
 				if c, err := net.Dial("tcp", addr); err == nil {

@@ -103,8 +103,11 @@ func withControllerFlags(data []byte, flags []string) ([]byte, error) {
 
 func addContainerArgs(u *unstructured.Unstructured, flags []string) error {
 	containers, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
-	if err != nil || len(containers) != 1 {
-		return fmt.Errorf("deployment %s: want one container (%d, %v)", u.GetName(), len(containers), err)
+	if err != nil {
+		return fmt.Errorf("deployment %s: containers: %w", u.GetName(), err)
+	}
+	if len(containers) != 1 {
+		return fmt.Errorf("deployment %s: want one container, have %d", u.GetName(), len(containers))
 	}
 	c, ok := containers[0].(map[string]any)
 	if !ok {

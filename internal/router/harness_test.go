@@ -122,7 +122,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 func (h *harness) stop() {
 	h.stopOnce.Do(func() {
 		h.cancel()
-		<-h.done
+		<-h.done //nolint:errcheck // shutdown; its result is not under test
 	})
 }
 

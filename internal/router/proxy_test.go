@@ -412,10 +412,11 @@ func TestRetryDialerUnit(t *testing.T) {
 		t.Fatalf("clamping: %+v", d)
 	}
 	d = newRetryDialer(5, 200*time.Millisecond, 800*time.Millisecond, p, nil)
-	want := []time.Duration{200, 400, 800, 800, 800}
+	ms := time.Millisecond
+	want := []time.Duration{200 * ms, 400 * ms, 800 * ms, 800 * ms, 800 * ms}
 	for i, w := range want {
-		if got := d.backoff(i); got != w*time.Millisecond {
-			t.Errorf("backoff(%d) = %s want %s", i, got, w*time.Millisecond)
+		if got := d.backoff(i); got != w {
+			t.Errorf("backoff(%d) = %s want %s", i, got, w)
 		}
 	}
 	// Cancellation stops the retry loop and returns the last dial error.

@@ -42,7 +42,7 @@ func TestTracingAndAccessLog(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range spans[0].Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["http.method"] != "GET" || attrs["http.target"] != "/traced" || attrs["sandbox.id"] != "sb" ||
 		attrs["sandbox.namespace"] != "" || attrs["http.status_code"] != "200" {

@@ -56,9 +56,9 @@ func (h *ProxyHandler) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	}
 	// A failed write or flush of the tunnel's response ends it: err was
 	// shadowed here once, so such a failure went unnoticed (ineffassign).
-	_, err = rw.Writer.Write(tunnelResponse)
+	_, err = rw.Write(tunnelResponse)
 	if err == nil {
-		err = rw.Writer.Flush()
+		err = rw.Flush()
 	}
 	if err != nil {
 		_ = up.Close()
@@ -72,7 +72,7 @@ func (h *ProxyHandler) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	// tear the tunnel down.
 	var early []byte
 	if n := rw.Reader.Buffered(); n > 0 {
-		b, _ := rw.Reader.Peek(n)
+		b, _ := rw.Peek(n)
 		early = bytes.Clone(b)
 	}
 	m := h.metrics

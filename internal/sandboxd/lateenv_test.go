@@ -201,6 +201,7 @@ func BenchmarkLateEnvDelivery(b *testing.B) {
 }
 
 func mustPort(b *testing.B, url string) int {
+	b.Helper()
 	ap, err := netip.ParseAddrPort(strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		b.Fatal(err)

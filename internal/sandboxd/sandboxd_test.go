@@ -87,7 +87,7 @@ func start(t testing.TB, cfg Config) *daemon {
 	}
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		<-done //nolint:errcheck // shutdown; its result is not under test
 	})
 	return dm
 }

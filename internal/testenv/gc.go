@@ -58,6 +58,6 @@ func (e *Env) StartGarbageCollector(extraArgs ...string) (*GarbageCollector, err
 // Stop stops the garbage collector.
 func (g *GarbageCollector) Stop() {
 	_ = g.cmd.Process.Kill()
-	<-g.done
+	<-g.done //nolint:errcheck // killed: Wait's error only says so
 	_ = os.Remove(g.logPath)
 }

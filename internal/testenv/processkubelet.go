@@ -236,7 +236,7 @@ func (k *ProcessKubelet) worker() {
 func (k *ProcessKubelet) sync(key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return nil
+		return nil //nolint:nilerr // a malformed key never becomes valid: drop it rather than requeue it forever
 	}
 	pod, err := k.lister.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {

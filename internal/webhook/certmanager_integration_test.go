@@ -347,7 +347,7 @@ func TestCertManagerLoopRestoresCABundle(t *testing.T) {
 	loopCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- m.Start(loopCtx) }()
-	defer func() { stop(); <-done }()
+	defer func() { stop(); <-done }() //nolint:errcheck // shutdown; its result is not under test
 
 	crd := getCRD(t, widgetCRD)
 	crd.Spec.Conversion.Webhook.ClientConfig.CABundle = nil

@@ -114,7 +114,11 @@ func TestDocsCLI(t *testing.T) {
 	}
 	// Every command of the CLI is shown (and so run) in the document.
 	root := ok(t, st, "--help").stdout
-	cmds := regexp.MustCompile(`(?m)^  ([a-z-]+)\s`).FindAllStringSubmatch(root[strings.Index(root, "Available Commands:"):], -1)
+	list := strings.Index(root, "Available Commands:")
+	if list < 0 {
+		t.Fatalf("--help lists no commands:\n%s", root)
+	}
+	cmds := regexp.MustCompile(`(?m)^  ([a-z-]+)\s`).FindAllStringSubmatch(root[list:], -1)
 	for _, m := range cmds {
 		if m[1] == "help" {
 			continue

@@ -66,7 +66,7 @@ func TestLsNamedWatchDescribe(t *testing.T) {
 		}
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Items) != 2 {
-		t.Fatalf("ls NAME NAME -o json: %v\n%s", err, r.stdout)
+		t.Fatalf("ls <name> <name> -o json: %v\n%s", err, r.stdout)
 	}
 	a, b := list.Items[0], list.Items[1]
 	if a.Origin != "claimed/warm" || a.ExpiresAt == nil || time.Until(*a.ExpiresAt) > 30*time.Minute || time.Until(*a.ExpiresAt) < 28*time.Minute {

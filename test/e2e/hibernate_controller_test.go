@@ -288,11 +288,13 @@ func TestDeepHibernationFaults(t *testing.T) {
 		want    string
 	}{
 		{"deleted", func(t *testing.T, dir string) {
+			t.Helper()
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
 		}, "missing"},
 		{"truncated", func(t *testing.T, dir string) {
+			t.Helper()
 			if err := os.Truncate(filepath.Join(dir, "pages.img"), 4096); err != nil {
 				t.Fatal(err)
 			}
@@ -454,6 +456,7 @@ type suspendResume struct {
 // benchSuspendResume creates a counter Sandbox (runtimeClass "" = gvisor),
 // suspends and resumes it once and deletes it.
 func benchSuspendResume(b *testing.B, c client.Client, name string, mib int, runtimeClass string) suspendResume {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	sb := counterSandbox(name, mib, false)
@@ -510,6 +513,7 @@ func benchSuspendResume(b *testing.B, c client.Client, name string, mib int, run
 }
 
 func benchScheme(b *testing.B) *runtime.Scheme {
+	b.Helper()
 	s, err := manager.NewScheme()
 	if err != nil {
 		b.Fatal(err)

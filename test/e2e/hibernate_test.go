@@ -129,7 +129,7 @@ func waitRestoreResult(ctx context.Context, t *testing.T, st hibernate.Store, po
 	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		r, err := st.ReadResult(podUID)
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // no result written yet: poll on
 		}
 		res = r
 		for _, w := range want {
@@ -278,6 +278,7 @@ func BenchmarkDeepHibernation(b *testing.B) {
 }
 
 func benchHibernateOnce(b *testing.B, mib int) {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cp := hibernateCheckpointer()
@@ -340,6 +341,7 @@ func deletePodB(b *benchT, name string) {
 
 // waitFirstAnswer polls the Pod until it has an IP and the counter answers.
 func waitFirstAnswer(ctx context.Context, b *testing.B, name string) counterState {
+	b.Helper()
 	var st counterState
 	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		p, err := clientset.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})

@@ -8,8 +8,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	neturl "net/url"
 	"os/exec"
 	"regexp"
@@ -299,14 +297,6 @@ func poolPods(ctx context.Context, t *testing.T, c client.Client, tmpl string) [
 	return out
 }
 
-// sandboxNameOf is the Sandbox controlling a pod (pods are named after it).
-func sandboxNameOf(p corev1.Pod) string {
-	if ref := metav1.GetControllerOf(&p); ref != nil && ref.Kind == "Sandbox" {
-		return ref.Name
-	}
-	return p.Name
-}
-
 func kubernetesServiceIP(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	svc, err := clientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
@@ -314,27 +304,6 @@ func kubernetesServiceIP(ctx context.Context, t *testing.T) string {
 		t.Fatal(err)
 	}
 	return svc.Spec.ClusterIP
-}
-
-// routerGet asks the router for / of a sandbox's port 8080, naming the pod
-// IP (warm-pool members have no per-sandbox Service to resolve).
-func routerGet(ctx context.Context, t *testing.T, router, sandbox, podIP string) string {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, router+"/", nil)
-	req.Header.Set("X-Sandbox-ID", sandbox)
-	req.Header.Set("X-Sandbox-Namespace", metav1.NamespaceDefault)
-	req.Header.Set("X-Sandbox-Port", "8080")
-	req.Header.Set("X-Sandbox-Pod-IP", podIP)
-	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatalf("router GET for %s: %v", sandbox, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("router GET for %s: %s: %s", sandbox, resp.Status, data)
-	}
-	return string(data)
 }
 
 var matchSetDst = regexp.MustCompile(`--match-set (\S+) dst`)

@@ -83,6 +83,7 @@ func TestGVisorPlatformIsTheOneRunning(t *testing.T) {
 // systrap. With the real /dev/kvm the decision must match the cluster's.
 func TestGVisorPlatformFallback(t *testing.T) {
 	decide := func(t *testing.T, mutate func(*localcluster.Config)) (localcluster.PlatformChoice, error) {
+		t.Helper()
 		cfg := localcluster.DefaultConfig()
 		cfg.RunDir = t.TempDir()
 		cfg.GVisorPlatform = localcluster.PlatformAuto

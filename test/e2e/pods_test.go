@@ -14,11 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // webPod serves its own /proc/version on :8080 with busybox httpd.
@@ -60,6 +60,7 @@ func TestPodRuntimes(t *testing.T) {
 		check        func(t *testing.T, procVersion string)
 	}{
 		{"gvisor", func(t *testing.T, v string) {
+			t.Helper()
 			if !strings.Contains(strings.ToLower(v), "gvisor") && !strings.Contains(v, "4.4.0") {
 				t.Errorf("/proc/version under gVisor = %q, want gVisor's kernel", v)
 			}
@@ -68,6 +69,7 @@ func TestPodRuntimes(t *testing.T) {
 			}
 		}},
 		{"runc", func(t *testing.T, v string) {
+			t.Helper()
 			if strings.TrimSpace(v) != strings.TrimSpace(string(hostVersion)) {
 				t.Errorf("/proc/version under runc = %q, want the host's %q", v, hostVersion)
 			}
@@ -116,7 +118,7 @@ func waitPodReady(ctx context.Context, t *testing.T, name string) *corev1.Pod {
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		p, err := clientset.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // transient: poll on until ctx ends
 		}
 		pod = p
 		for _, c := range p.Status.Conditions {

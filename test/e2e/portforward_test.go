@@ -246,7 +246,7 @@ func startPortForward(t *testing.T, bin string, args ...string) string {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		<-exited //nolint:errcheck // killed: Wait's error only says so
 		if t.Failed() {
 			t.Logf("agent-sandbox %s stderr:\n%s", strings.Join(args, " "), errOut.String())
 		}

@@ -32,7 +32,7 @@ type SandboxClaimSpec struct {
 	// warmpool is "none" (cold start), "default" (any pool of the
 	// template) or the name of a SandboxWarmPool.
 	// +optional
-	// +kubebuilder:default=default
+	// +default="default"
 	WarmPool string `json:"warmpool,omitempty"`
 	// lifecycle holds the expiry settings of the claim.
 	// +optional
@@ -60,6 +60,7 @@ type SandboxClaimSpec struct {
 type SandboxClaim struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired state of the claim.

@@ -20,12 +20,12 @@ type SandboxTemplateSpec struct {
 	// networkPolicyManagement says whether the controller manages the shared
 	// NetworkPolicy.
 	// +optional
-	// +kubebuilder:default=Managed
+	// +default="Managed"
 	NetworkPolicyManagement extv1beta1.NetworkPolicyManagement `json:"networkPolicyManagement,omitempty"`
 	// envVarsInjectionPolicy says whether claims may set environment
 	// variables.
 	// +optional
-	// +kubebuilder:default=Disallowed
+	// +default="Disallowed"
 	EnvVarsInjectionPolicy extv1beta1.EnvVarsInjectionPolicy `json:"envVarsInjectionPolicy,omitempty"`
 }
 
@@ -37,6 +37,7 @@ type SandboxTemplateSpec struct {
 type SandboxTemplate struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec of the template.

@@ -51,6 +51,7 @@ type SandboxWarmPoolStatus struct {
 type SandboxWarmPool struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired state of the pool.

@@ -85,7 +85,7 @@ type Lifecycle struct {
 
 	// shutdownPolicy says what happens at expiry.
 	// +optional
-	// +kubebuilder:default=Retain
+	// +default="Retain"
 	ShutdownPolicy ClaimShutdownPolicy `json:"shutdownPolicy,omitempty"`
 }
 
@@ -182,7 +182,7 @@ type SandboxStatus struct {
 
 // SandboxClaimStatus is the observed state of a claim.
 type SandboxClaimStatus struct {
-	// conditions: Ready, and Finished mirrored from the Sandbox.
+	// conditions are Ready, and Finished mirrored from the Sandbox.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -210,6 +210,7 @@ type SandboxClaimStatus struct {
 type SandboxClaim struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired state of the claim.

@@ -83,19 +83,19 @@ type SandboxTemplateSpec struct {
 	// networkPolicyManagement says whether the controller manages the shared
 	// NetworkPolicy.
 	// +optional
-	// +kubebuilder:default=Managed
+	// +default="Managed"
 	NetworkPolicyManagement NetworkPolicyManagement `json:"networkPolicyManagement,omitempty"`
 
 	// envVarsInjectionPolicy says whether claims may set environment
 	// variables.
 	// +optional
-	// +kubebuilder:default=Disallowed
+	// +default="Disallowed"
 	EnvVarsInjectionPolicy EnvVarsInjectionPolicy `json:"envVarsInjectionPolicy,omitempty"`
 
 	// volumeClaimTemplatesPolicy says whether claims may add or replace
 	// volume claim templates.
 	// +optional
-	// +kubebuilder:default=Disallowed
+	// +default="Disallowed"
 	VolumeClaimTemplatesPolicy VolumeClaimTemplatesPolicy `json:"volumeClaimTemplatesPolicy,omitempty"`
 }
 
@@ -109,6 +109,7 @@ type SandboxTemplateSpec struct {
 type SandboxTemplate struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec of the template.

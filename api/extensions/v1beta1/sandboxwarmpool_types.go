@@ -29,7 +29,7 @@ type SandboxTemplateRef struct {
 type SandboxWarmPoolUpdateStrategy struct {
 	// type of the strategy.
 	// +optional
-	// +kubebuilder:default=OnReplenish
+	// +default="OnReplenish"
 	Type UpdateStrategyType `json:"type,omitempty"`
 }
 
@@ -38,7 +38,7 @@ type SandboxWarmPoolSpec struct {
 	// replicas is the number of ready Sandboxes to keep. Driven by an HPA
 	// through the scale subresource.
 	// +optional
-	// +kubebuilder:default=1
+	// +default=1
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`
 
@@ -94,6 +94,7 @@ type SandboxWarmPoolStatus struct {
 type SandboxWarmPool struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired state of the pool.

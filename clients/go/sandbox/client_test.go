@@ -375,7 +375,7 @@ func TestTracing(t *testing.T) {
 	attrs := func(sp sdktrace.ReadOnlySpan) map[string]string {
 		m := map[string]string{}
 		for _, kv := range sp.Attributes() {
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		return m
 	}

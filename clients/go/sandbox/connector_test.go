@@ -140,7 +140,7 @@ func TestNonRetryableStatus(t *testing.T) {
 				t.Fatalf("retried a %d (%d requests)", code, rec.count())
 			}
 			if errors.Is(err, ErrNotFound) != (code == 404) {
-				t.Errorf("errors.Is(ErrNotFound) = %v for %d", !(code == 404), code)
+				t.Errorf("errors.Is(ErrNotFound) = %v for %d", code != 404, code)
 			}
 		})
 	}

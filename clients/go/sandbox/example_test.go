@@ -27,16 +27,19 @@ func Example() {
 
 	res, err := sb.Run(ctx, "echo 'Hello from SDK'")
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err) // not log.Fatal: it would skip the deferred cleanup
+		return
 	}
 	fmt.Print(res.Stdout)
 
 	if err := sb.Write(ctx, "notes.txt", []byte("remember the milk")); err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	data, err := sb.Read(ctx, "notes.txt")
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	fmt.Println(string(data))
 }
@@ -54,7 +57,8 @@ func ExampleClient() {
 
 	sb, err := c.CreateSandbox(ctx, "python-sandbox-pool", "default")
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err) // not log.Fatal: it would skip the deferred cleanup
+		return
 	}
 	fmt.Println("claimed", sb.ClaimName(), "sandbox", sb.SandboxName())
 
@@ -62,7 +66,8 @@ func ExampleClient() {
 	// its claim name.
 	same, err := c.GetSandbox(ctx, sb.ClaimName(), "default")
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	fmt.Println(same == sb)
 }
@@ -105,7 +110,8 @@ func ExampleSandbox_Start() {
 	p, err := sb.Start(ctx, []string{"python3", "-u", "-c", "import sys; [print(l.upper(), end='') for l in sys.stdin]"},
 		&sandbox.ProcessOptions{Stdout: os.Stdout, Stderr: os.Stderr})
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err) // not log.Fatal: it would skip the deferred cleanup
+		return
 	}
 	_, _ = p.Stdin().Write([]byte("streamed line\n"))
 	_ = p.Stdin().Close()
@@ -114,7 +120,8 @@ func ExampleSandbox_Start() {
 
 	long, err := sb.Start(ctx, []string{"sleep", "600"}, nil)
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	_ = long.Signal(sandbox.SignalTerminate)
 	_, _ = long.Wait()

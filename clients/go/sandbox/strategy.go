@@ -342,11 +342,11 @@ func validateGatewayAddress(addr string) error {
 		return fmt.Errorf("hostname %q has an invalid length", addr)
 	}
 	if addr[0] == '-' || addr[0] == '.' || addr[len(addr)-1] == '-' || addr[len(addr)-1] == '.' {
-		return fmt.Errorf("hostname %q starts or ends with - or .", addr)
+		return fmt.Errorf("hostname %q starts or ends with a hyphen or a dot", addr)
 	}
 	for i := 0; i < len(addr); i++ {
 		c := addr[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '.' {
 			return fmt.Errorf("hostname %q contains %q", addr, c)
 		}
 	}
@@ -378,7 +378,7 @@ func isNumeric(s string) bool {
 func isHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return false
 		}
 	}

@@ -207,7 +207,7 @@ func WaitSandboxReadyProgress(ctx context.Context, c client.WithWatch, namespace
 	var out *sandboxv1beta1.Sandbox
 	err := WaitSandbox(ctx, c, namespace, name, func(sb *sandboxv1beta1.Sandbox) (bool, error) {
 		if sb == nil {
-			return false, fmt.Errorf("Sandbox %s/%s: %w", namespace, name, ErrDeleted)
+			return false, fmt.Errorf("waiting for Sandbox %s/%s: %w", namespace, name, ErrDeleted)
 		}
 		if progress != nil {
 			progress(sb)
@@ -233,10 +233,10 @@ func WaitSandboxReadyProgress(ctx context.Context, c client.WithWatch, namespace
 func WaitSuspended(ctx context.Context, c client.WithWatch, namespace, name string) error {
 	return WaitSandbox(ctx, c, namespace, name, func(sb *sandboxv1beta1.Sandbox) (bool, error) {
 		if sb == nil {
-			return false, fmt.Errorf("Sandbox %s/%s: %w", namespace, name, ErrDeleted)
+			return false, fmt.Errorf("waiting for Sandbox %s/%s: %w", namespace, name, ErrDeleted)
 		}
 		if !sb.IsSuspended() {
-			return false, fmt.Errorf("Sandbox %s/%s was resumed while waiting for it to suspend", namespace, name)
+			return false, fmt.Errorf("waiting for Sandbox %s/%s to suspend: it was resumed", namespace, name)
 		}
 		return meta.IsStatusConditionTrue(sb.Status.Conditions, sandboxv1beta1.SandboxConditionSuspended), nil
 	})

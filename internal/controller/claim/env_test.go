@@ -48,6 +48,7 @@ func TestInjectEnv(t *testing.T) {
 		{name: "allowed adds to the first regular container", policy: extv1beta1.EnvVarsInjectionPolicyAllowed,
 			env: []extv1beta1.EnvVar{{Name: "A", Value: "1"}},
 			check: func(t *testing.T, s *corev1.PodSpec) {
+				t.Helper()
 				if envOf(&s.Containers[0])["A"] != "1" || len(s.Containers[1].Env) != 0 {
 					t.Errorf("env = %+v", s.Containers)
 				}
@@ -64,6 +65,7 @@ func TestInjectEnv(t *testing.T) {
 		{name: "overrides replaces in place and appends", policy: extv1beta1.EnvVarsInjectionPolicyOverrides, envFrom: "main",
 			env: []extv1beta1.EnvVar{{Name: "EXISTING", Value: "new"}, {Name: "B", Value: "2"}},
 			check: func(t *testing.T, s *corev1.PodSpec) {
+				t.Helper()
 				e := s.Containers[0].Env
 				if len(e) != 2 || e[0].Name != "EXISTING" || e[0].Value != "new" || e[1].Name != "B" {
 					t.Errorf("env = %+v", e)
@@ -72,6 +74,7 @@ func TestInjectEnv(t *testing.T) {
 		{name: "per-container and init-container targets", policy: extv1beta1.EnvVarsInjectionPolicyAllowed,
 			env: []extv1beta1.EnvVar{{Name: "S", Value: "s", ContainerName: "side"}, {Name: "I", Value: "i", ContainerName: "init"}},
 			check: func(t *testing.T, s *corev1.PodSpec) {
+				t.Helper()
 				if envOf(&s.Containers[1])["S"] != "s" || envOf(&s.InitContainers[0])["I"] != "i" || envOf(&s.Containers[0])["S"] != "" {
 					t.Errorf("spec = %+v", s)
 				}

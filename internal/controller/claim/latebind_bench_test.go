@@ -84,6 +84,7 @@ func pct(sorted []time.Duration, p int) time.Duration {
 // pollReady waits for the claim to be Ready, polling every millisecond so
 // the wait adds at most that much.
 func pollReady(b *testing.B, w *lbWorld, name string) *sandboxv1beta1.Sandbox {
+	b.Helper()
 	deadline := time.Now().Add(wait)
 	for {
 		if exttest.ClaimReady(w.c, w.ns, name) == nil {
@@ -106,6 +107,7 @@ func pollReady(b *testing.B, w *lbWorld, name string) *sandboxv1beta1.Sandbox {
 // cleanup deletes the claim, its Sandbox and Pod (envtest runs no garbage
 // collector), so sandboxd processes do not pile up.
 func cleanup(b *testing.B, w *lbWorld, c *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox) {
+	b.Helper()
 	ctx := context.Background()
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	for _, o := range []client.Object{c, sb, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: sb.Name}}} {

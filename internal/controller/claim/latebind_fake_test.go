@@ -63,6 +63,7 @@ type fakeDaemons struct {
 }
 
 func newFakeDaemons(t testing.TB, keyID string) *fakeDaemons {
+	t.Helper()
 	return &fakeDaemons{t: t, keyID: keyID, gets: map[string]int{}, posts: map[string]int{}}
 }
 

@@ -57,11 +57,10 @@ func computeConditions(in conditionInput) []metav1.Condition {
 	// PodScheduled mirrors the owned Pod's own condition.
 	if in.pod != nil && in.podOwned {
 		c := podCondition(in.pod, corev1.PodScheduled)
-		switch {
-		case c == nil:
+		if c == nil {
 			add(sandboxv1beta1.SandboxConditionPodScheduled, metav1.ConditionUnknown, sandboxv1beta1.ReasonPodSchedulingUnknown,
 				"Pod has not reported a PodScheduled condition yet")
-		default:
+		} else {
 			reason := c.Reason
 			if reason == "" {
 				reason = sandboxv1beta1.ReasonPodSchedulingUnknown

@@ -96,7 +96,12 @@ func runSuite(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
 	// The children's informers must have synced before a test holds their
 	// watches (watchGates): their initial list may itself be a watch.
 	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &sandboxv1beta1.Sandbox{}} {
@@ -231,6 +236,7 @@ func newNamespace(t *testing.T) string {
 }
 
 func ctxT(t *testing.T) context.Context {
+	t.Helper()
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c

@@ -183,7 +183,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile converges one pool: sort members, replace stuck ones, create
 // the deficit or delete the excess, write status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	key := req.NamespacedName.String()
+	key := req.String()
 	var pool extv1beta1.SandboxWarmPool
 	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -370,7 +370,7 @@ func (r *Reconciler) incrementalPass(ctx context.Context, key string, pool *extv
 			changes = append(changes, change{uid: uid, c: notMember})
 			continue
 		case err != nil:
-			return ctrl.Result{}, nil, false
+			return ctrl.Result{}, nil, false //nolint:nilerr // done=false: the full pass that follows reads again and reports the error
 		}
 		if sb.UID != uid {
 			// The name was reused: the old member is gone; the new

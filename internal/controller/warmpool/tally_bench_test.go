@@ -61,6 +61,7 @@ func BenchmarkPoolPass(b *testing.B) {
 
 // processCPU is this process's user+system CPU time so far.
 func processCPU(b *testing.B) time.Duration {
+	b.Helper()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)

@@ -288,7 +288,7 @@ func TestPythonRuntimeImage(t *testing.T) {
 	rest, grpcPort, legacy := freePort(t), freePort(t), freePort(t)
 	cmd := exec.Command("chroot", "--userspec=1000:1000", root, "/usr/local/bin/sandboxd", "--root-dir=/app",
 		"--listen-host=127.0.0.1", fmt.Sprintf("--rest-port=%d", rest), fmt.Sprintf("--grpc-port=%d", grpcPort), fmt.Sprintf("--legacy-port=%d", legacy))
-	cmd.Env = append(info.Config.Config.Env, "SANDBOX_BASE_DIR=/app")
+	cmd.Env = append(slices.Clone(info.Config.Config.Env), "SANDBOX_BASE_DIR=/app")
 	var logs strings.Builder
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {

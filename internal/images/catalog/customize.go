@@ -123,7 +123,7 @@ func EnsureCustomized(ctx context.Context, cacheDir string, c Customized, log io
 	}
 	// The script is passed as an argument: no file to clean up, and the
 	// chroot's /bin/sh (dash) runs it.
-	inner := `mount -t proc proc "$1/proc" && exec chroot "$1" /bin/sh -euc "$2"`
+	inner := `mount -t proc proc "$1/proc" && exec chroot "$1" /bin/sh -euc "$2"` //nolint:dupword // mount syntax: -t <type> <source>, both "proc"
 	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "--",
 		"/bin/sh", "-c", inner, "sh", tmp, c.Script)
 	cmd.Env = env

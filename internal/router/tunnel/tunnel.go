@@ -109,7 +109,7 @@ func Dial(ctx context.Context, routerURL string, t Target, tlsConfig *tls.Config
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the sandbox-router at %s: %w", host, err)
 	}
-	var c net.Conn = raw
+	c := raw
 	if u.Scheme == "https" {
 		cfg := &tls.Config{}
 		if tlsConfig != nil {

@@ -58,7 +58,7 @@ func startDaemon(b *testing.B) *daemon {
 	go func() { done <- d.ServeListeners(ctx, ls) }()
 	b.Cleanup(func() {
 		cancel()
-		<-done
+		<-done //nolint:errcheck // shutdown; its result is not under test
 		_ = d.Close()
 	})
 	conn, err := grpc.NewClient(ls.GRPC.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -53,7 +53,7 @@ func NewPassManager(t testing.TB, env *testenv.Env, writes *WriteCounter) *PassM
 func (m *PassManager) Run() {
 	m.t.Helper()
 	done := make(chan struct{})
-	go func() { defer close(done); _ = m.Manager.Start(m.ctx) }()
+	go func() { defer close(done); _ = m.Start(m.ctx) }()
 	m.t.Cleanup(func() { m.cancel(); <-done })
 	if !m.GetCache().WaitForCacheSync(m.ctx) {
 		m.t.Fatal("cache did not sync")

@@ -18,7 +18,7 @@ type SandboxStatusApplyConfiguration struct {
 	ServiceFQDN *string `json:"serviceFQDN,omitempty"`
 	// service is the name of the headless Service, or empty.
 	Service *string `json:"service,omitempty"`
-	// conditions: Ready, Suspended, PodScheduled and Finished.
+	// conditions are Ready, Suspended, PodScheduled and Finished.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// selector selects the Pod of this Sandbox.
 	LabelSelector *string `json:"selector,omitempty"`

@@ -13,7 +13,7 @@ import (
 //
 // SandboxClaimStatus is the observed state of a claim.
 type SandboxClaimStatusApplyConfiguration struct {
-	// conditions: Ready, and Finished mirrored from the Sandbox.
+	// conditions are Ready, and Finished mirrored from the Sandbox.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// sandbox names the bound Sandbox.
 	SandboxStatus *SandboxStatusApplyConfiguration `json:"sandbox,omitempty"`
