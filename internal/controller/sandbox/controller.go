@@ -190,6 +190,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	log := log.FromContext(ctx)
 	r.clock.catchUp(sb)
 	old := sb.Status.DeepCopy()
+	ctx, statusEvents := withStatusEvents(ctx)
 
 	if expired(sb, r.now()) {
 		return r.reconcileExpired(ctx, sb, old)
@@ -218,6 +219,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	result.RequeueAfter = earliest(result.RequeueAfter, wait)
 	if wait == 0 {
+		// Events after the write they explain (a deferred write defers
+		// them: the next pass recomputes the change and queues them again).
+		statusEvents.flush(r, sb)
 		r.eventMultiplePods(sb, old)
 		r.eventPodProblem(sb, old, problem)
 	}

@@ -130,13 +130,16 @@ func (r *Reconciler) suspendPod(ctx context.Context, sb *sandboxv1beta1.Sandbox,
 		if res.owned {
 			if pod.DeletionTimestamp == nil {
 				// Deep hibernation: checkpoint first (no-op when disabled).
-				ready, wait, err := r.checkpointBeforeDelete(ctx, sb, pod)
+				ready, wait, failed, err := r.checkpointBeforeDelete(ctx, sb, pod)
 				if err != nil || !ready {
 					res.deferred = wait
 					return res, err
 				}
 				if err := r.deleteChild(ctx, sb, kindPod, pod); err != nil && !apierrors.IsNotFound(err) {
 					return res, fmt.Errorf("failed to delete pod: %w", err)
+				}
+				if failed != "" {
+					r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonCheckpointFailed, "Suspend", "%s", failed)
 				}
 				r.Recorder.Eventf(sb, pod, corev1.EventTypeNormal, "Suspending", "Suspend", "Deleting Pod %q to suspend the Sandbox", pod.Name)
 			}
@@ -171,7 +174,7 @@ func (r *Reconciler) reconcileExistingPod(ctx context.Context, sb *sandboxv1beta
 			pod.Name, labels.Adoptable, labels.SandboxNameHash)
 	}
 	if !adopting {
-		r.observeRestore(sb, pod)
+		r.observeRestore(ctx, sb, pod)
 	}
 	// Wait for a terminating Pod to go instead of overlapping it.
 	if pod.DeletionTimestamp != nil && !adopting {
