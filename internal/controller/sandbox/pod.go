@@ -17,6 +17,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
 
@@ -200,7 +201,7 @@ func (r *Reconciler) reconcileExistingPod(ctx context.Context, sb *sandboxv1beta
 		if adopting {
 			// Adoption is guarded by the resourceVersion: never take over a
 			// Pod that changed since we decided it was adoptable.
-			meta["ownerReferences"] = append(append([]metav1.OwnerReference(nil), pod.OwnerReferences...), ownerRef(sb))
+			meta["ownerReferences"] = append(append([]metav1.OwnerReference(nil), pod.OwnerReferences...), ownerref.Sandbox(sb))
 			meta["resourceVersion"] = pod.ResourceVersion
 		}
 		data, err := json.Marshal(map[string]any{"metadata": meta})
@@ -252,7 +253,7 @@ func buildPod(sb *sandboxv1beta1.Sandbox) *corev1.Pod {
 			Namespace:       sb.Namespace,
 			Labels:          l,
 			Annotations:     a,
-			OwnerReferences: []metav1.OwnerReference{ownerRef(sb)},
+			OwnerReferences: []metav1.OwnerReference{ownerref.Sandbox(sb)},
 		},
 		Spec: *spec,
 	}

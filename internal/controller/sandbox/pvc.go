@@ -15,6 +15,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
 
@@ -68,7 +69,7 @@ func (r *Reconciler) reconcilePVC(ctx context.Context, sb *sandboxv1beta1.Sandbo
 			name, labels.Adoptable, labels.SandboxNameHash)
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"ownerReferences": append(append([]metav1.OwnerReference(nil), existing.OwnerReferences...), ownerRef(sb)),
+		"ownerReferences": append(append([]metav1.OwnerReference(nil), existing.OwnerReferences...), ownerref.Sandbox(sb)),
 		"resourceVersion": existing.ResourceVersion,
 	}})
 	if err != nil {
@@ -93,7 +94,7 @@ func buildPVC(sb *sandboxv1beta1.Sandbox, t sandboxv1beta1.PersistentVolumeClaim
 			Namespace:       sb.Namespace,
 			Labels:          l,
 			Annotations:     maps.Clone(t.Annotations),
-			OwnerReferences: []metav1.OwnerReference{ownerRef(sb)},
+			OwnerReferences: []metav1.OwnerReference{ownerref.Sandbox(sb)},
 		},
 		Spec: *t.Spec.DeepCopy(),
 	}
