@@ -23,6 +23,7 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/capbuf"
 	"sigs.k8s.io/agent-sandbox/internal/cli/remote"
 )
 
@@ -387,8 +388,8 @@ func (s *Server) executeCommand(ctx context.Context, req *sdk.CallToolRequest, i
 		return nil, out, err
 	}
 	prog := newProgress(ctx, req)
-	stdout := &outputBuffer{max: maxOutputBytes, prog: prog, stream: "stdout"}
-	stderr := &outputBuffer{max: maxOutputBytes, prog: prog, stream: "stderr"}
+	stdout := newOutputBuffer(maxOutputBytes, prog, "stdout")
+	stderr := newOutputBuffer(maxOutputBytes, prog, "stderr")
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	p, err := sb.Start(cctx, []string{"/bin/sh", "-c", in.Command}, &sandbox.ProcessOptions{Stdout: stdout, Stderr: stderr})
@@ -671,32 +672,25 @@ func (p *progress) heartbeat(done <-chan struct{}) (stop func()) {
 // outputBuffer keeps up to max bytes of one output stream and forwards
 // everything to the progress notifications.
 type outputBuffer struct {
-	mu        sync.Mutex
-	buf       []byte
-	max       int
-	truncated bool
-	prog      *progress
-	stream    string
+	kept   *capbuf.Buffer
+	prog   *progress
+	stream string
+}
+
+func newOutputBuffer(max int, prog *progress, stream string) *outputBuffer {
+	return &outputBuffer{kept: capbuf.New(max), prog: prog, stream: stream}
 }
 
 func (o *outputBuffer) Write(b []byte) (int, error) {
-	o.mu.Lock()
-	room := max(o.max-len(o.buf), 0)
-	o.buf = append(o.buf, b[:min(room, len(b))]...)
-	if len(b) > room {
-		o.truncated = true
-	}
-	o.mu.Unlock()
+	_, _ = o.kept.Write(b)
 	o.prog.output(o.stream, b)
 	return len(b), nil
 }
 
 func (o *outputBuffer) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s := string(o.buf)
-	if o.truncated {
-		s += fmt.Sprintf("\n[output truncated at %d bytes]", o.max)
+	s := o.kept.String()
+	if o.kept.Truncated() {
+		s += fmt.Sprintf("\n[output truncated at %d bytes]", o.kept.Max())
 	}
 	return s
 }
