@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/hibernate"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 )
 
 // Deep hibernation (Options.DeepHibernation): before a gVisor Pod is deleted
@@ -215,11 +215,11 @@ func setMemoryCondition(sb *sandboxv1beta1.Sandbox, status metav1.ConditionStatu
 }
 
 func (r *Reconciler) patchPodAnnotations(ctx context.Context, pod *corev1.Pod, ann map[string]*string) error {
-	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{Annotations: ann}}.Client()
 	if err != nil {
-		return fmt.Errorf("encoding pod patch: %w", err)
+		return fmt.Errorf("pod %q: %w", pod.Name, err)
 	}
-	if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.Patch(ctx, pod, patch); err != nil {
 		return fmt.Errorf("annotating pod %q: %w", pod.Name, err)
 	}
 	return nil

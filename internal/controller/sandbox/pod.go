@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
@@ -191,24 +191,18 @@ func (r *Reconciler) reconcileExistingPod(ctx context.Context, sb *sandboxv1beta
 		r.behind.clear(key)
 	}
 	if adopting || len(lp) > 0 || len(ap) > 0 {
-		meta := map[string]any{}
-		if len(lp) > 0 {
-			meta["labels"] = lp
-		}
-		if len(ap) > 0 {
-			meta["annotations"] = ap
-		}
+		p := mergepatch.Patch{Meta: mergepatch.Meta{Labels: lp, Annotations: ap}}
 		if adopting {
 			// Adoption is guarded by the resourceVersion: never take over a
 			// Pod that changed since we decided it was adoptable.
-			meta["ownerReferences"] = append(append([]metav1.OwnerReference(nil), pod.OwnerReferences...), ownerref.Sandbox(sb))
-			meta["resourceVersion"] = pod.ResourceVersion
+			p.Meta.OwnerReferences = append(append([]metav1.OwnerReference(nil), pod.OwnerReferences...), ownerref.Sandbox(sb))
+			p.Meta.ResourceVersion = pod.ResourceVersion
 		}
-		data, err := json.Marshal(map[string]any{"metadata": meta})
+		patch, err := p.Client()
 		if err != nil {
-			return podResult{pod: pod}, fmt.Errorf("encoding pod patch: %w", err)
+			return podResult{pod: pod}, fmt.Errorf("pod %q: %w", pod.Name, err)
 		}
-		if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, data)); err != nil {
+		if err := r.Patch(ctx, pod, patch); err != nil {
 			return podResult{pod: pod, owned: !adopting}, fmt.Errorf("patching pod %q: %w", pod.Name, err)
 		}
 	}
@@ -290,16 +284,16 @@ func mergeVolumeClaimVolumes(vols []corev1.Volume, sb *sandboxv1beta1.Sandbox) [
 // setPodNameAnnotation sets (or with "" removes) the pod-name annotation on
 // the Sandbox with a merge patch of just that key.
 func (r *Reconciler) setPodNameAnnotation(ctx context.Context, sb *sandboxv1beta1.Sandbox, name string) error {
-	var v any
+	var v *string // nil removes it
 	if name != "" {
-		v = name
+		v = &name
 	}
-	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{labels.PodName: v}}})
+	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{Annotations: map[string]*string{labels.PodName: v}}}.Client()
 	if err != nil {
-		return fmt.Errorf("encoding sandbox patch: %w", err)
+		return fmt.Errorf("sandbox %q: %w", sb.Name, err)
 	}
 	patched := sb.DeepCopy()
-	if err := r.Patch(ctx, patched, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.Patch(ctx, patched, patch); err != nil {
 		return fmt.Errorf("updating %s annotation: %w", labels.PodName, err)
 	}
 	sb.Annotations = patched.Annotations
