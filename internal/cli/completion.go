@@ -102,7 +102,7 @@ func completionClient(flags *clusterFlags) (client.Client, string, bool) {
 		return nil, "", false
 	}
 	flags.logger(os.Stderr) // silence client-go unless -v
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: cliScheme})
 	if err != nil {
 		return nil, "", false
 	}

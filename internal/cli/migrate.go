@@ -4,13 +4,10 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/agent-sandbox/internal/migrate"
+	"sigs.k8s.io/agent-sandbox/internal/scheme"
 )
 
 // newMigrateCommand is `migrate --phase=bootstrap|migrate`: the v1alpha1 to
@@ -82,11 +79,6 @@ func newMigrateCommand(prog string, flags *clusterFlags) *cobra.Command {
 	return cmd
 }
 
-// migrateScheme has the types the migration reads besides unstructured
+// migrateScheme adds what the migration reads besides unstructured
 // objects: CRDs (storedVersions).
-var migrateScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	return s
-}()
+var migrateScheme = scheme.Must(scheme.CRDs)

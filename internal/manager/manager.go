@@ -9,11 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,11 +20,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	extv1alpha1 "sigs.k8s.io/agent-sandbox/api/extensions/v1alpha1"
-	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
-	sandboxv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
-	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	sandboxlabels "sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/scheme"
 	"sigs.k8s.io/agent-sandbox/internal/transport"
 )
 
@@ -58,19 +53,11 @@ type Options struct {
 	WebhookServer webhook.Server
 }
 
-// NewScheme returns the scheme with every type the controllers use.
+// NewScheme returns the scheme with every type the controllers use: the
+// shared base plus v1alpha1 for the conversion webhook and CRDs for its
+// caBundle patching.
 func NewScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, sandboxv1beta1.AddToScheme, extv1beta1.AddToScheme,
-		// v1alpha1 for the conversion webhook, CRDs for its caBundle patching.
-		sandboxv1alpha1.AddToScheme, extv1alpha1.AddToScheme, apiextensionsv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("building scheme: %w", err)
-		}
-	}
-	return s, nil
+	return scheme.New(scheme.ServedVersions, scheme.CRDs)
 }
 
 // New builds the manager with slim caches: managedFields are dropped from

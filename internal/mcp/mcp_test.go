@@ -31,13 +31,13 @@ func TestCheckTimeout(t *testing.T) {
 }
 
 func TestOutputBufferTruncates(t *testing.T) {
-	o := &outputBuffer{max: 5, prog: &progress{}}
+	o := newOutputBuffer(5, &progress{}, "stdout")
 	_, _ = o.Write([]byte("abc"))
 	_, _ = o.Write([]byte("defg"))
 	if got := o.String(); got != "abcde\n[output truncated at 5 bytes]" {
 		t.Errorf("String() = %q", got)
 	}
-	o = &outputBuffer{max: 5, prog: &progress{}}
+	o = newOutputBuffer(5, &progress{}, "stdout")
 	_, _ = o.Write([]byte("abcde"))
 	if got := o.String(); got != "abcde" {
 		t.Errorf("exactly max: %q", got)

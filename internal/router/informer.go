@@ -9,10 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/discovery"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -20,6 +18,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	sblabels "sigs.k8s.io/agent-sandbox/internal/labels"
+	sbscheme "sigs.k8s.io/agent-sandbox/internal/scheme"
 )
 
 // LastActivityAnnotation records on a Sandbox when a router last forwarded
@@ -52,12 +51,11 @@ type InformerOptions struct {
 // current. It returns once the initial lists are in the index; the watches
 // stop when ctx ends.
 func StartInformers(ctx context.Context, cfg *rest.Config, idx *Index, opts InformerOptions) error {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("building scheme: %w", err)
-	}
-	if err := sandboxv1beta1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("building scheme: %w", err)
+	// The shared scheme: the cache starts informers only for what it is
+	// asked (Sandboxes and Pods), so the other registered types cost nothing.
+	scheme, err := sbscheme.New()
+	if err != nil {
+		return err
 	}
 	hasHash, err := labels.NewRequirement(sblabels.SandboxNameHash, selection.Exists, nil)
 	if err != nil {

@@ -13,15 +13,12 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
-	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/scheme"
 )
 
 // KubeVersion is the Kubernetes release whose binaries the tests run.
@@ -63,15 +60,7 @@ func AssetsDir() string {
 // NewScheme returns a scheme with the core Kubernetes types, CRDs and every
 // API group of this project.
 func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, sandboxv1beta1.AddToScheme, extv1beta1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(fmt.Sprintf("building scheme: %v", err))
-		}
-	}
-	return s
+	return scheme.Must(scheme.CRDs)
 }
 
 // Start starts an apiserver with the CRDs of k8s/crd installed. It fails

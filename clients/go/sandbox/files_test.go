@@ -86,7 +86,7 @@ func TestLegacyWriteMultipart(t *testing.T) {
 	if string(got) != "hello\x00world" {
 		t.Errorf("content %q", got)
 	}
-	if _, err := mr.NextPart(); err != io.EOF {
+	if _, err := mr.NextPart(); !errors.Is(err, io.EOF) {
 		t.Errorf("more than one part: %v", err)
 	}
 }

@@ -18,19 +18,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	sbscheme "sigs.k8s.io/agent-sandbox/internal/scheme"
 )
 
 // Claim metadata written by the SDK.
@@ -87,13 +86,9 @@ func NewK8sHelper(restConfig *rest.Config, log logr.Logger) (*K8sHelper, error) 
 			restConfig.Burst = DefaultClientBurst
 		}
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, sandboxv1beta1.AddToScheme, extv1beta1.AddToScheme,
-	} {
-		if err := add(scheme); err != nil {
-			return nil, fmt.Errorf("sandbox: building scheme: %w", err)
-		}
+	scheme, err := sbscheme.New()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	c, err := client.NewWithWatch(restConfig, client.Options{Scheme: scheme})
 	if err != nil {

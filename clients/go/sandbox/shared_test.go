@@ -5,16 +5,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/agent-sandbox/internal/portforward"
 )
 
 // fakeTunnel is a tunnel that ends when closed, like a real one.
 func fakeTunnel() *tunnel {
-	t := &tunnel{local: []uint16{1}, stop: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 256}}
-	go func() {
-		<-t.stop
-		close(t.done)
-	}()
-	return t
+	return &tunnel{Tunnel: portforward.Stub(1), local: []uint16{1}}
 }
 
 // One tunnel serves every handle of a helper; the last release keeps it

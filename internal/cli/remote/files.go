@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/capbuf"
 )
 
 // Starter starts processes in a sandbox; *sandbox.Sandbox implements it.
@@ -69,24 +70,9 @@ func Run(ctx context.Context, s Starter, argv []string, stdin io.Reader, stdout,
 	return code, nil
 }
 
-// capped keeps the first max bytes written to it.
-type capped struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (c *capped) Write(b []byte) (int, error) {
-	if room := c.max - c.buf.Len(); room > 0 {
-		c.buf.Write(b[:min(len(b), room)])
-	}
-	return len(b), nil
-}
-
-func (c *capped) String() string { return strings.TrimSpace(c.buf.String()) }
-
 // commandError is a helper command that exited non-zero.
-func commandError(what string, code int, stderr *capped) error {
-	msg := stderr.String()
+func commandError(what string, code int, stderr *capbuf.Buffer) error {
+	msg := strings.TrimSpace(stderr.String())
 	if msg == "" {
 		msg = fmt.Sprintf("exit code %d", code)
 	}
@@ -139,7 +125,7 @@ func Upload(ctx context.Context, s Starter, src, dest string) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeTar(pw, src, name)) }()
 	defer func() { _ = pr.Close() }()
-	stderr := &capped{max: maxStderr}
+	stderr := capbuf.New(maxStderr)
 	code, err := Run(ctx, s, []string{"/bin/sh", "-c", uploadScript, "sh", dest, name}, pr, nil, stderr)
 	if err != nil {
 		return fmt.Errorf("copying %s into the sandbox: %w", src, err)
@@ -257,7 +243,7 @@ func Download(ctx context.Context, s Starter, src, dest string) error {
 		_, _ = io.Copy(io.Discard, pr)
 		extracted <- err
 	}()
-	stderr := &capped{max: maxStderr}
+	stderr := capbuf.New(maxStderr)
 	code, err := Run(ctx, s, []string{"/bin/sh", "-c", downloadScript, "sh", dir, name}, nil, pw, stderr)
 	_ = pw.Close()
 	xerr := <-extracted
@@ -393,7 +379,7 @@ func WriteFile(ctx context.Context, sb *sandbox.Sandbox, p string, content []byt
 	if !strings.Contains(p, "/") {
 		return sb.Files().Write(ctx, p, content)
 	}
-	stderr := &capped{max: maxStderr}
+	stderr := capbuf.New(maxStderr)
 	code, err := Run(ctx, sb, []string{"/bin/sh", "-c", writeScript, "sh", p}, bytes.NewReader(content), nil, stderr)
 	if err != nil {
 		return err
@@ -406,7 +392,7 @@ func WriteFile(ctx context.Context, sb *sandbox.Sandbox, p string, content []byt
 
 // Cat streams the workspace-relative file p to w through the process API.
 func Cat(ctx context.Context, s Starter, p string, w io.Writer) error {
-	stderr := &capped{max: maxStderr}
+	stderr := capbuf.New(maxStderr)
 	code, err := Run(ctx, s, []string{"cat", "--", p}, nil, w, stderr)
 	if err != nil {
 		return err
@@ -423,7 +409,7 @@ func WriteStream(ctx context.Context, s Starter, p string, r io.Reader) error {
 	if p == "." || strings.HasSuffix(p, "/") {
 		return fmt.Errorf("path %q is a directory", p)
 	}
-	stderr := &capped{max: maxStderr}
+	stderr := capbuf.New(maxStderr)
 	code, err := Run(ctx, s, []string{"/bin/sh", "-c", writeScript, "sh", p}, r, nil, stderr)
 	if err != nil {
 		return err

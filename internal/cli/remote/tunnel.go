@@ -1,22 +1,17 @@
 package remote
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport/spdy"
 
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+	"sigs.k8s.io/agent-sandbox/internal/portforward"
 )
 
 // DefaultRouterNamespace is where the release manifests and `agent-sandbox
@@ -123,71 +118,20 @@ func (t *RouterTunnel) forward(ctx context.Context) (<-chan struct{}, error) {
 	if pod == "" {
 		return nil, fmt.Errorf("no ready %s endpoint in namespace %s: %w", sandbox.RouterServiceName, t.namespace, sandbox.ErrNotReady)
 	}
-	rt, upgrader, err := spdy.RoundTripperFor(t.h.RestConfig)
+	pt, err := portforward.Open(ctx, t.h.RestConfig, t.h.CoreClient.CoreV1().RESTClient(), t.namespace, pod,
+		[]portforward.Port{{Local: int(t.port), Remote: routerPort}})
 	if err != nil {
-		return nil, fmt.Errorf("port-forward transport: %w", err)
+		return nil, fmt.Errorf("sandbox-router: %w", err)
 	}
-	u := t.h.CoreClient.CoreV1().RESTClient().Post().
-		Resource("pods").Namespace(t.namespace).Name(pod).SubResource("portforward").URL()
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
-	stop, ready, ended := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	stderr := &firstBytes{max: 256}
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"},
-		[]string{strconv.Itoa(int(t.port)) + ":" + strconv.Itoa(routerPort)}, stop, ready, io.Discard, stderr)
-	if err != nil {
-		return nil, fmt.Errorf("port-forward to the sandbox-router %s/%s: %w", t.namespace, pod, err)
-	}
-	var ferr error
-	go func() {
-		ferr = fw.ForwardPorts()
-		close(ended)
-	}()
-	select {
-	case <-ready:
-	case <-ended:
-		return nil, fmt.Errorf("port-forward to the sandbox-router %s/%s: %w %s", t.namespace, pod, ferr, stderr)
-	case <-ctx.Done():
-		close(stop)
-		<-ended
-		return nil, fmt.Errorf("port-forward to the sandbox-router %s/%s: %w", t.namespace, pod, ctx.Err())
-	}
-	if t.port == 0 {
-		ports, err := fw.GetPorts()
-		if err != nil || len(ports) != 1 {
-			close(stop)
-			<-ended
-			return nil, errors.Join(errors.New("port-forward: reading the local port"), err)
-		}
-		t.port = ports[0].Local
-	}
+	// Later forwards keep the first one's local port: the URL handed out
+	// stays valid across reconnects.
+	t.port = pt.Local()[0]
 	go func() {
 		select {
 		case <-t.stop:
-			close(stop)
-		case <-ended:
+			pt.Close()
+		case <-pt.Done():
 		}
 	}()
-	return ended, nil
-}
-
-// firstBytes keeps the first max bytes written to it.
-type firstBytes struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	max int
-}
-
-func (b *firstBytes) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if room := b.max - b.buf.Len(); room > 0 {
-		b.buf.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
-func (b *firstBytes) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(bytes.TrimSpace(b.buf.Bytes()))
+	return pt.Done(), nil
 }

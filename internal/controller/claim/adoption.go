@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 )
 
 // errCandidateLost means another writer changed the candidate so that it is
@@ -97,18 +98,9 @@ func controlledBy(sb *sandboxv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) bo
 	return index.ControllerClaimUID(sb) == string(claim.UID)
 }
 
-// claimOwnerRef is the controller reference a claimed Sandbox carries.
-func claimOwnerRef(claim *extv1beta1.SandboxClaim) metav1.OwnerReference {
-	yes := true
-	return metav1.OwnerReference{
-		APIVersion:         extv1beta1.GroupVersion.String(),
-		Kind:               "SandboxClaim",
-		Name:               claim.Name,
-		UID:                claim.UID,
-		Controller:         &yes,
-		BlockOwnerDeletion: &yes,
-	}
-}
+// claimOwnerRef is the controller reference a claimed Sandbox carries
+// (cold.go names it too).
+var claimOwnerRef = ownerref.Claim
 
 // warmSource is what a pass knows about the pool a claim adopts from.
 type warmSource struct {

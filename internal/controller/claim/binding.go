@@ -15,6 +15,7 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 )
 
 // getSandbox reads a Sandbox from the cache; nil when it does not exist.
@@ -182,18 +183,18 @@ func (r *Reconciler) resolveLegacyAssignment(ctx context.Context, claim *extv1be
 // removeLegacyAssignment deletes the recorded name, guarded by the claim's
 // resourceVersion so a concurrent change is not clobbered.
 func (r *Reconciler) removeLegacyAssignment(ctx context.Context, claim *extv1beta1.SandboxClaim, name string) error {
-	meta := map[string]any{"resourceVersion": claim.ResourceVersion}
+	m := mergepatch.Meta{ResourceVersion: claim.ResourceVersion}
 	if claim.Annotations[labels.SandboxName] == name {
-		meta["annotations"] = map[string]any{labels.SandboxName: nil}
+		m.Annotations = map[string]*string{labels.SandboxName: nil}
 	}
 	if claim.Labels[labels.SandboxName] == name {
-		meta["labels"] = map[string]any{labels.SandboxName: nil}
+		m.Labels = map[string]*string{labels.SandboxName: nil}
 	}
-	data, err := jsonPatch(map[string]any{"metadata": meta})
+	patch, err := mergepatch.Patch{Meta: m}.Client()
 	if err != nil {
 		return err
 	}
-	if err := r.client.Patch(ctx, claim, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.client.Patch(ctx, claim, patch); err != nil {
 		if apierrors.IsConflict(err) {
 			return errAdoptionConflict(fmt.Sprintf("recorded sandbox %q is no longer available and the claim changed meanwhile (conflicting concurrent write)", name))
 		}

@@ -13,6 +13,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 	"sigs.k8s.io/agent-sandbox/internal/metrics"
 )
 
@@ -214,8 +215,11 @@ func (r *Reconciler) recordReady(ctx context.Context, claim *extv1beta1.SandboxC
 // patchClaimAnnotation writes one claim annotation with a raw merge patch
 // of just that key.
 func (r *Reconciler) patchClaimAnnotation(ctx context.Context, claim *extv1beta1.SandboxClaim, key, value string) error {
-	data := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value)
-	if err := r.client.Patch(ctx, claim, client.RawPatch(types.MergePatchType, data)); client.IgnoreNotFound(err) != nil {
+	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{Annotations: map[string]*string{key: &value}}}.Client()
+	if err != nil {
+		return err
+	}
+	if err := r.client.Patch(ctx, claim, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("annotating claim with %s: %w", key, err)
 	}
 	return nil

@@ -96,19 +96,47 @@ const childWriteTimeout = time.Minute
 // +kubebuilder:rbac:groups="",resources=pods;services;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the Pod index and the controller.
+// SetupWithManager builds the controller from mgr's clients and registers
+// it: NewReconciler(...).SetupWithManager(mgr) with the manager's cached
+// client, API reader and event recorder.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, opts, nil)
+	return newFromManager(mgr, opts).SetupWithManager(mgr)
 }
 
-// setup lets tests wrap the reconciler (for example to count passes).
-func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) reconcile.Reconciler) error {
+func newFromManager(mgr ctrl.Manager, opts Options) *Reconciler {
+	return NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ControllerName), opts)
+}
+
+// NewReconciler returns a Reconciler, constructed like the claim and warm
+// pool controllers': c is the cached client, api an uncached reader used
+// only to settle whose an object a create collided with is, recorder
+// receives the events.
+func NewReconciler(c client.Client, api client.Reader, recorder recorder.EventRecorder, opts Options) *Reconciler {
 	if opts.ClusterDomain == "" {
 		opts.ClusterDomain = "cluster.local"
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 100
 	}
+	return &Reconciler{
+		Client:    c,
+		Scheme:    c.Scheme(),
+		Recorder:  recorder,
+		Options:   opts,
+		apiReader: api,
+		exp:       expectations.NewChildren(childWriteTimeout),
+		clock:     newWriteClock(),
+		behind:    newWriteBehind(opts.WriteBehindWindow),
+	}
+}
+
+// SetupWithManager registers the Pod index and the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return r.setup(mgr, nil)
+}
+
+// setup lets tests wrap the reconciler (for example to count passes).
+func (r *Reconciler) setup(mgr ctrl.Manager, wrap func(reconcile.Reconciler) reconcile.Reconciler) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, PodNameHashIndex,
 		func(o client.Object) []string {
 			if v, ok := o.GetLabels()[labels.SandboxNameHash]; ok {
@@ -117,16 +145,6 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			return nil
 		}); err != nil {
 		return fmt.Errorf("indexing pods by sandbox name hash: %w", err)
-	}
-	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder(ControllerName),
-		Options:   opts,
-		apiReader: mgr.GetAPIReader(),
-		exp:       expectations.NewChildren(childWriteTimeout),
-		clock:     newWriteClock(),
-		behind:    newWriteBehind(opts.WriteBehindWindow),
 	}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
@@ -143,7 +161,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&corev1.Service{}, children(kindService, true)).
 		// PVC events only feed expectations (and wake a pass waiting on one).
 		Watches(&corev1.PersistentVolumeClaim{}, children(kindPVC, false)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Workers}).
 		Complete(rec)
 }
 
@@ -190,6 +208,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	log := log.FromContext(ctx)
 	r.clock.catchUp(sb)
 	old := sb.Status.DeepCopy()
+	ctx, statusEvents := withStatusEvents(ctx)
 
 	if expired(sb, r.now()) {
 		return r.reconcileExpired(ctx, sb, old)
@@ -218,6 +237,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	result.RequeueAfter = earliest(result.RequeueAfter, wait)
 	if wait == 0 {
+		// Events after the write they explain (a deferred write defers
+		// them: the next pass recomputes the change and queues them again).
+		statusEvents.flush(r, sb)
 		r.eventMultiplePods(sb, old)
 		r.eventPodProblem(sb, old, problem)
 	}

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/hibernate"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 )
 
 // Deep hibernation (Options.DeepHibernation): before a gVisor Pod is deleted
@@ -54,19 +54,22 @@ func (r *Reconciler) hibernationEligible(sb *sandboxv1beta1.Sandbox, pod *corev1
 
 // checkpointBeforeDelete drives the checkpoint of a suspending Pod. It
 // returns true when the Pod may be deleted now, otherwise how long to wait.
-// The outcome goes into sb.Status (written once by the caller's pass).
-func (r *Reconciler) checkpointBeforeDelete(ctx context.Context, sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) (bool, time.Duration, error) {
+// The outcome goes into sb.Status (written once by the caller's pass); a
+// failed checkpoint is also returned as the note of the CheckpointFailed
+// event, which the caller records once the Pod's deletion went through
+// (that deletion is what the event explains, and it happens only once).
+func (r *Reconciler) checkpointBeforeDelete(ctx context.Context, sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) (ready bool, wait time.Duration, failed string, err error) {
 	if !r.hibernationEligible(sb, pod) {
-		return true, 0, nil
+		return true, 0, "", nil
 	}
 	requested := pod.Annotations[hibernate.AnnotationCheckpointRequested]
 	if requested == "" {
 		now := r.now().UTC().Format(time.RFC3339)
 		if err := r.patchPodAnnotations(ctx, pod, map[string]*string{hibernate.AnnotationCheckpointRequested: &now}); err != nil {
-			return false, 0, err
+			return false, 0, "", err
 		}
 		r.Recorder.Eventf(sb, pod, corev1.EventTypeNormal, "Checkpointing", "Suspend", "Asking node %s to checkpoint Pod %q before deleting it", pod.Spec.NodeName, pod.Name)
-		return false, r.checkpointTimeout(), nil
+		return false, r.checkpointTimeout(), "", nil
 	}
 	at, perr := time.Parse(time.RFC3339, requested)
 	raw, answered := pod.Annotations[hibernate.AnnotationCheckpointResult]
@@ -76,39 +79,40 @@ func (r *Reconciler) checkpointBeforeDelete(ctx context.Context, sb *sandboxv1be
 			left -= r.now().Sub(at)
 		}
 		if left > 0 {
-			return false, left, nil
+			return false, left, "", nil
 		}
-		r.checkpointFailed(sb, pod, fmt.Sprintf("the node agent on %s did not checkpoint Pod %q within %s", pod.Spec.NodeName, pod.Name, r.checkpointTimeout()))
-		return true, 0, nil
+		return true, 0, checkpointFailed(sb, fmt.Sprintf("the node agent on %s did not checkpoint Pod %q within %s", pod.Spec.NodeName, pod.Name, r.checkpointTimeout())), nil
 	}
 	res, err := hibernate.DecodeCheckpointResult(raw)
 	switch {
 	case err != nil:
-		r.checkpointFailed(sb, pod, err.Error())
+		return true, 0, checkpointFailed(sb, err.Error()), nil
 	case !res.OK:
-		r.checkpointFailed(sb, pod, "checkpoint failed: "+res.Error)
+		return true, 0, checkpointFailed(sb, "checkpoint failed: "+res.Error), nil
 	case perr == nil && sb.Status.MemorySnapshot != nil && !sb.Status.MemorySnapshot.TakenAt.Before(&metav1.Time{Time: at}):
 		// Recorded by an earlier pass (and written): the Pod may go now.
 		// Recording first and deleting after means a failed status write
 		// never loses a snapshot the Pod was deleted for.
-		return true, 0, nil
+		return true, 0, "", nil
 	default:
 		sb.Status.MemorySnapshot = &sandboxv1beta1.MemorySnapshot{
 			ID: string(sb.UID), NodeName: pod.Spec.NodeName, SizeBytes: res.SizeBytes, TakenAt: metav1.NewTime(r.now()),
 		}
 		setMemoryCondition(sb, metav1.ConditionTrue, sandboxv1beta1.ReasonMemorySnapshotSaved,
 			fmt.Sprintf("Memory snapshot of %d MiB saved on node %s in %d ms", res.SizeBytes>>20, pod.Spec.NodeName, res.DurationMS))
-		r.Recorder.Eventf(sb, pod, corev1.EventTypeNormal, sandboxv1beta1.ReasonMemorySnapshotSaved, "Suspend",
+		r.eventAfterWrite(ctx, sb, pod, corev1.EventTypeNormal, sandboxv1beta1.ReasonMemorySnapshotSaved, "Suspend",
 			"Checkpointed Pod %q (%d MiB) on node %s", pod.Name, res.SizeBytes>>20, pod.Spec.NodeName)
-		return false, 10 * time.Millisecond, nil
+		return false, 10 * time.Millisecond, "", nil
 	}
-	return true, 0, nil
 }
 
-func (r *Reconciler) checkpointFailed(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod, msg string) {
+// checkpointFailed records a failed checkpoint in status and returns the
+// note of its event.
+func checkpointFailed(sb *sandboxv1beta1.Sandbox, msg string) string {
+	note := msg + "; suspending with volumes only"
 	sb.Status.MemorySnapshot = nil
-	setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed, msg+"; suspending with volumes only")
-	r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonCheckpointFailed, "Suspend", "%s; suspending with volumes only", msg)
+	setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed, note)
+	return note
 }
 
 // restoreIntoPod adds the restore annotation and pins the Pod to the node
@@ -132,7 +136,7 @@ func (r *Reconciler) restoreIntoPod(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod)
 // observeRestore reads the node agent's restore result from the resumed
 // Pod: the snapshot is then consumed, and the condition says whether the
 // processes went on or the Pod started clean.
-func (r *Reconciler) observeRestore(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) {
+func (r *Reconciler) observeRestore(ctx context.Context, sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) {
 	snap := sb.Status.MemorySnapshot
 	if snap == nil || pod == nil || pod.Annotations[hibernate.AnnotationRestoreSnapshot] != snap.ID {
 		return
@@ -145,7 +149,7 @@ func (r *Reconciler) observeRestore(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod)
 	res, err := hibernate.DecodeResult(raw)
 	if err == nil && res.State == hibernate.StateRestored {
 		setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonRestoredFromSnapshot, "Pod "+pod.Name+" was restored from the memory snapshot")
-		r.Recorder.Eventf(sb, pod, corev1.EventTypeNormal, sandboxv1beta1.ReasonRestoredFromSnapshot, "Resume", "Pod %q restored from the memory snapshot", pod.Name)
+		r.eventAfterWrite(ctx, sb, pod, corev1.EventTypeNormal, sandboxv1beta1.ReasonRestoredFromSnapshot, "Resume", "Pod %q restored from the memory snapshot", pod.Name)
 		return
 	}
 	reason := res.Reason
@@ -153,7 +157,7 @@ func (r *Reconciler) observeRestore(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod)
 		reason = err.Error()
 	}
 	setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonSnapshotRestoreFailed, "Pod "+pod.Name+" started clean: "+reason)
-	r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonSnapshotRestoreFailed, "Resume", "Pod %q started clean: %s", pod.Name, reason)
+	r.eventAfterWrite(ctx, sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonSnapshotRestoreFailed, "Resume", "Pod %q started clean: %s", pod.Name, reason)
 }
 
 // restoreTimeout bounds how long a resumed Pod may go without the node
@@ -199,7 +203,7 @@ func (r *Reconciler) restoreWatchdog(ctx context.Context, sb *sandboxv1beta1.San
 		}
 	}
 	setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonSnapshotRestoreUnknown, msg)
-	r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonSnapshotRestoreUnknown, "Resume", "%s", msg)
+	r.eventAfterWrite(ctx, sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonSnapshotRestoreUnknown, "Resume", "%s", msg)
 	return 0, nil
 }
 
@@ -211,11 +215,11 @@ func setMemoryCondition(sb *sandboxv1beta1.Sandbox, status metav1.ConditionStatu
 }
 
 func (r *Reconciler) patchPodAnnotations(ctx context.Context, pod *corev1.Pod, ann map[string]*string) error {
-	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{Annotations: ann}}.Client()
 	if err != nil {
-		return fmt.Errorf("encoding pod patch: %w", err)
+		return fmt.Errorf("pod %q: %w", pod.Name, err)
 	}
-	if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.Patch(ctx, pod, patch); err != nil {
 		return fmt.Errorf("annotating pod %q: %w", pod.Name, err)
 	}
 	return nil

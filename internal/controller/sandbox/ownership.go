@@ -14,19 +14,6 @@ import (
 // pool or a claim.
 const extensionsGroup = "extensions.agents.x-k8s.io"
 
-// ownerRef is the controller owner reference every child of a Sandbox gets.
-func ownerRef(sb *sandboxv1beta1.Sandbox) metav1.OwnerReference {
-	yes := true
-	return metav1.OwnerReference{
-		APIVersion:         sandboxv1beta1.GroupVersion.String(),
-		Kind:               "Sandbox",
-		Name:               sb.Name,
-		UID:                sb.UID,
-		Controller:         &yes,
-		BlockOwnerDeletion: &yes,
-	}
-}
-
 // ownedBy reports whether obj's controller reference is this Sandbox. The
 // UID is authoritative: a tracking label alone never makes a child ours.
 func ownedBy(obj metav1.Object, sb *sandboxv1beta1.Sandbox) bool {

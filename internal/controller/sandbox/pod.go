@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
 
@@ -130,13 +131,16 @@ func (r *Reconciler) suspendPod(ctx context.Context, sb *sandboxv1beta1.Sandbox,
 		if res.owned {
 			if pod.DeletionTimestamp == nil {
 				// Deep hibernation: checkpoint first (no-op when disabled).
-				ready, wait, err := r.checkpointBeforeDelete(ctx, sb, pod)
+				ready, wait, failed, err := r.checkpointBeforeDelete(ctx, sb, pod)
 				if err != nil || !ready {
 					res.deferred = wait
 					return res, err
 				}
 				if err := r.deleteChild(ctx, sb, kindPod, pod); err != nil && !apierrors.IsNotFound(err) {
 					return res, fmt.Errorf("failed to delete pod: %w", err)
+				}
+				if failed != "" {
+					r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonCheckpointFailed, "Suspend", "%s", failed)
 				}
 				r.Recorder.Eventf(sb, pod, corev1.EventTypeNormal, "Suspending", "Suspend", "Deleting Pod %q to suspend the Sandbox", pod.Name)
 			}
@@ -171,7 +175,7 @@ func (r *Reconciler) reconcileExistingPod(ctx context.Context, sb *sandboxv1beta
 			pod.Name, labels.Adoptable, labels.SandboxNameHash)
 	}
 	if !adopting {
-		r.observeRestore(sb, pod)
+		r.observeRestore(ctx, sb, pod)
 	}
 	// Wait for a terminating Pod to go instead of overlapping it.
 	if pod.DeletionTimestamp != nil && !adopting {
@@ -187,24 +191,18 @@ func (r *Reconciler) reconcileExistingPod(ctx context.Context, sb *sandboxv1beta
 		r.behind.clear(key)
 	}
 	if adopting || len(lp) > 0 || len(ap) > 0 {
-		meta := map[string]any{}
-		if len(lp) > 0 {
-			meta["labels"] = lp
-		}
-		if len(ap) > 0 {
-			meta["annotations"] = ap
-		}
+		p := mergepatch.Patch{Meta: mergepatch.Meta{Labels: lp, Annotations: ap}}
 		if adopting {
 			// Adoption is guarded by the resourceVersion: never take over a
 			// Pod that changed since we decided it was adoptable.
-			meta["ownerReferences"] = append(append([]metav1.OwnerReference(nil), pod.OwnerReferences...), ownerRef(sb))
-			meta["resourceVersion"] = pod.ResourceVersion
+			p.Meta.OwnerReferences = append(append([]metav1.OwnerReference(nil), pod.OwnerReferences...), ownerref.Sandbox(sb))
+			p.Meta.ResourceVersion = pod.ResourceVersion
 		}
-		data, err := json.Marshal(map[string]any{"metadata": meta})
+		patch, err := p.Client()
 		if err != nil {
-			return podResult{pod: pod}, fmt.Errorf("encoding pod patch: %w", err)
+			return podResult{pod: pod}, fmt.Errorf("pod %q: %w", pod.Name, err)
 		}
-		if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, data)); err != nil {
+		if err := r.Patch(ctx, pod, patch); err != nil {
 			return podResult{pod: pod, owned: !adopting}, fmt.Errorf("patching pod %q: %w", pod.Name, err)
 		}
 	}
@@ -249,7 +247,7 @@ func buildPod(sb *sandboxv1beta1.Sandbox) *corev1.Pod {
 			Namespace:       sb.Namespace,
 			Labels:          l,
 			Annotations:     a,
-			OwnerReferences: []metav1.OwnerReference{ownerRef(sb)},
+			OwnerReferences: []metav1.OwnerReference{ownerref.Sandbox(sb)},
 		},
 		Spec: *spec,
 	}
@@ -286,16 +284,16 @@ func mergeVolumeClaimVolumes(vols []corev1.Volume, sb *sandboxv1beta1.Sandbox) [
 // setPodNameAnnotation sets (or with "" removes) the pod-name annotation on
 // the Sandbox with a merge patch of just that key.
 func (r *Reconciler) setPodNameAnnotation(ctx context.Context, sb *sandboxv1beta1.Sandbox, name string) error {
-	var v any
+	var v *string // nil removes it
 	if name != "" {
-		v = name
+		v = &name
 	}
-	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{labels.PodName: v}}})
+	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{Annotations: map[string]*string{labels.PodName: v}}}.Client()
 	if err != nil {
-		return fmt.Errorf("encoding sandbox patch: %w", err)
+		return fmt.Errorf("sandbox %q: %w", sb.Name, err)
 	}
 	patched := sb.DeepCopy()
-	if err := r.Patch(ctx, patched, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.Patch(ctx, patched, patch); err != nil {
 		return fmt.Errorf("updating %s annotation: %w", labels.PodName, err)
 	}
 	sb.Annotations = patched.Annotations

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,10 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
 
@@ -67,14 +67,14 @@ func (r *Reconciler) reconcilePVC(ctx context.Context, sb *sandboxv1beta1.Sandbo
 		return fmt.Errorf("cannot adopt unowned PVC %q: missing required pool authorization label (%q) or sandbox tracking label (%q)",
 			name, labels.Adoptable, labels.SandboxNameHash)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"ownerReferences": append(append([]metav1.OwnerReference(nil), existing.OwnerReferences...), ownerRef(sb)),
-		"resourceVersion": existing.ResourceVersion,
-	}})
+	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{
+		OwnerReferences: append(append([]metav1.OwnerReference(nil), existing.OwnerReferences...), ownerref.Sandbox(sb)),
+		ResourceVersion: existing.ResourceVersion,
+	}}.Client()
 	if err != nil {
-		return fmt.Errorf("encoding PVC patch: %w", err)
+		return fmt.Errorf("PVC %q: %w", name, err)
 	}
-	if err := r.Patch(ctx, existing, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := r.Patch(ctx, existing, patch); err != nil {
 		return fmt.Errorf("adopting PVC %q: %w", name, err)
 	}
 	return nil
@@ -93,7 +93,7 @@ func buildPVC(sb *sandboxv1beta1.Sandbox, t sandboxv1beta1.PersistentVolumeClaim
 			Namespace:       sb.Namespace,
 			Labels:          l,
 			Annotations:     maps.Clone(t.Annotations),
-			OwnerReferences: []metav1.OwnerReference{ownerRef(sb)},
+			OwnerReferences: []metav1.OwnerReference{ownerref.Sandbox(sb)},
 		},
 		Spec: *t.Spec.DeepCopy(),
 	}

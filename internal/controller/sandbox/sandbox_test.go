@@ -17,6 +17,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
@@ -482,7 +483,7 @@ func TestMultipleOwnedPodsFailClosed(t *testing.T) {
 	twin := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "twins-2",
 			Labels:          map[string]string{labels.SandboxNameHash: labels.NameHash(sb.Name)},
-			OwnerReferences: []metav1.OwnerReference{ownerRef(cur)}},
+			OwnerReferences: []metav1.OwnerReference{ownerref.Sandbox(cur)}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "busybox"}}},
 	}
 	if err := k8s.Create(ctxT(t), twin); err != nil {

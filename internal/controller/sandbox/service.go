@@ -18,6 +18,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 )
 
 // reconcileService keeps the headless Service named after the Sandbox as
@@ -83,7 +84,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *sandboxv1beta1.Sa
 		up.Labels[labels.SandboxNameHash] = hash
 		up.Spec.Selector = map[string]string{labels.SandboxNameHash: hash}
 		up.Spec.Ports = desiredServicePorts(sb)
-		up.OwnerReferences = append(up.OwnerReferences, ownerRef(sb))
+		up.OwnerReferences = append(up.OwnerReferences, ownerref.Sandbox(sb))
 		if err := r.Update(ctx, up, client.FieldOwner(ControllerName)); err != nil {
 			return nil, fmt.Errorf("adopting service %q: %w", sb.Name, err)
 		}
@@ -142,7 +143,7 @@ func buildService(sb *sandboxv1beta1.Sandbox) *corev1.Service {
 			Name:            sb.Name,
 			Namespace:       sb.Namespace,
 			Labels:          map[string]string{labels.SandboxNameHash: hash},
-			OwnerReferences: []metav1.OwnerReference{ownerRef(sb)},
+			OwnerReferences: []metav1.OwnerReference{ownerref.Sandbox(sb)},
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,

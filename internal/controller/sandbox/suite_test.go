@@ -121,7 +121,7 @@ func runSuite(m *testing.M) int {
 // so tests can wait on the controller's own progress (a pass that saw a
 // given state, the spacing of failed passes) instead of sleeping.
 func setupCounted(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, opts, func(r reconcile.Reconciler) reconcile.Reconciler {
+	return newFromManager(mgr, opts).setup(mgr, func(r reconcile.Reconciler) reconcile.Reconciler {
 		suiteReconciler, _ = r.(*Reconciler)
 		return countingReconciler{inner: r, cache: mgr.GetClient()}
 	})

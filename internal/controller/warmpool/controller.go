@@ -314,14 +314,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	// 3. Report.
 	r.reportRefill(&pool, ti, health.unschedulable, createErr)
-	r.reportTemplate(&pool, tmplErr)
 	if health.unschedulable > 0 {
 		requeue = append(requeue, r.opts.UnschedulableRecheckInterval)
 	}
-	r.reportProgress(&pool, health.unschedulable, desired)
 	wait, err := r.writeStatus(ctx, key, &pool, computeStatus(&pool, current, ready), now)
 	if err != nil {
 		errs = append(errs, err)
+	} else {
+		// Transition events after the status write: a pass whose write
+		// fails leaves the remembered state alone, so the retry reports.
+		r.reportTemplate(&pool, tmplErr)
+		r.reportProgress(&pool, health.unschedulable, desired)
 	}
 	requeue = append(requeue, wait)
 	if err := joinErrs(errs); err != nil {
@@ -420,10 +423,11 @@ func (r *Reconciler) incrementalPass(ctx context.Context, key string, pool *extv
 	default:
 		r.reportRefill(pool, ti, 0, nil)
 	}
-	r.reportTemplate(pool, nil)
 	wait, err := r.writeStatus(ctx, key, pool, computeStatus(pool, current, ready), now)
 	if err != nil {
 		errs = append(errs, err)
+	} else {
+		r.reportTemplate(pool, nil)
 	}
 	requeue = append(requeue, wait)
 	if err := joinErrs(errs); err != nil {

@@ -2,7 +2,6 @@ package warmpool
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 )
 
 // membership is what a pass makes of the Sandboxes that carry the pool's
@@ -114,7 +114,7 @@ func (r *Reconciler) classify(ctx context.Context, key string, pool *extv1beta1.
 				continue
 			}
 		} else if sb.Labels[labels.LaunchType] != labels.LaunchTypeWarm {
-			if err := r.patchLabels(ctx, sb, map[string]any{labels.LaunchType: labels.LaunchTypeWarm}, ""); err != nil {
+			if err := r.patchLabels(ctx, sb, map[string]*string{labels.LaunchType: mergepatch.Set(labels.LaunchTypeWarm)}, ""); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -130,20 +130,19 @@ func (r *Reconciler) classify(ctx context.Context, key string, pool *extv1beta1.
 // The resourceVersion precondition makes sure it did not change since.
 func (r *Reconciler) adoptOrphan(ctx context.Context, pool *extv1beta1.SandboxWarmPool, sb *sandboxv1beta1.Sandbox, ti *templateInfo) error {
 	refs := append(slices.Clone(sb.OwnerReferences), ownerRef(pool))
-	patch := map[string]any{"metadata": map[string]any{
-		"resourceVersion": sb.ResourceVersion,
-		"ownerReferences": refs,
-		"labels": map[string]any{
-			labels.LaunchType:             labels.LaunchTypeWarm,
-			labels.SandboxTemplateRefHash: labels.NameHash(ti.tmpl.Name),
-			labels.SandboxTemplateHash:    ti.blueprintHash,
+	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{
+		ResourceVersion: sb.ResourceVersion,
+		OwnerReferences: refs,
+		Labels: map[string]*string{
+			labels.LaunchType:             mergepatch.Set(labels.LaunchTypeWarm),
+			labels.SandboxTemplateRefHash: mergepatch.Set(labels.NameHash(ti.tmpl.Name)),
+			labels.SandboxTemplateHash:    mergepatch.Set(ti.blueprintHash),
 		},
-	}}
-	data, err := json.Marshal(patch)
+	}}.Client()
 	if err != nil {
-		return fmt.Errorf("encoding adoption patch: %w", err)
+		return fmt.Errorf("adoption patch: %w", err)
 	}
-	if err := r.client.Patch(ctx, sb.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.client.Patch(ctx, sb.DeepCopy(), patch); err != nil {
 		return fmt.Errorf("adopting orphan sandbox %q into SandboxWarmPool %q: %w", sb.Name, pool.Name, err)
 	}
 	// Its content matched the rendering (judge): vouch for it, so that
@@ -158,16 +157,12 @@ func (r *Reconciler) adoptOrphan(ctx context.Context, pool *extv1beta1.SandboxWa
 
 // patchLabels sets labels on a Sandbox with a merge patch of just those
 // keys, optionally guarded by a resourceVersion.
-func (r *Reconciler) patchLabels(ctx context.Context, sb *sandboxv1beta1.Sandbox, set map[string]any, resourceVersion string) error {
-	meta := map[string]any{"labels": set}
-	if resourceVersion != "" {
-		meta["resourceVersion"] = resourceVersion
-	}
-	data, err := json.Marshal(map[string]any{"metadata": meta})
+func (r *Reconciler) patchLabels(ctx context.Context, sb *sandboxv1beta1.Sandbox, set map[string]*string, resourceVersion string) error {
+	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{Labels: set, ResourceVersion: resourceVersion}}.Client()
 	if err != nil {
-		return fmt.Errorf("encoding label patch: %w", err)
+		return fmt.Errorf("label patch: %w", err)
 	}
-	if err := r.client.Patch(ctx, sb.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.client.Patch(ctx, sb.DeepCopy(), patch); err != nil {
 		return fmt.Errorf("labelling sandbox %q: %w", sb.Name, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"sigs.k8s.io/agent-sandbox/internal/capbuf"
 	"syscall"
 	"time"
 )
@@ -81,8 +82,10 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 		return nil
 	}
-	stdout := &capBuffer{limit: s.MaxOutput}
-	stderr := &capBuffer{limit: s.MaxOutput}
+	// capbuf drains the pipes past the cap, so os/exec's copying
+	// goroutines never block the command.
+	stdout := capbuf.New(s.MaxOutput)
+	stderr := capbuf.New(s.MaxOutput)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = s.DrainGrace
 	if cmd.WaitDelay <= 0 {
@@ -94,8 +97,8 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	waitErr := cmd.Wait()
 
 	res := Result{
-		Stdout: stdout.buf, Stderr: stderr.buf,
-		StdoutTruncated: stdout.truncated, StderrTruncated: stderr.truncated,
+		Stdout: stdout.Bytes(), Stderr: stderr.Bytes(),
+		StdoutTruncated: stdout.Truncated(), StderrTruncated: stderr.Truncated(),
 	}
 	if st := cmd.ProcessState; st != nil {
 		res.ExitCode = st.ExitCode()
@@ -125,28 +128,4 @@ func KillGroup(pgid int, sig syscall.Signal) {
 	if pgid > 0 {
 		_ = syscall.Kill(-pgid, sig)
 	}
-}
-
-// capBuffer keeps the first limit bytes written to it and counts the rest
-// as truncated. It reports every write as complete so that the copying
-// goroutine of os/exec keeps draining the pipe.
-type capBuffer struct {
-	limit     int
-	buf       []byte
-	truncated bool
-}
-
-func (c *capBuffer) Write(p []byte) (int, error) {
-	if c.limit <= 0 {
-		c.buf = append(c.buf, p...)
-		return len(p), nil
-	}
-	room := c.limit - len(c.buf)
-	if len(p) > room {
-		c.truncated = true
-		c.buf = append(c.buf, p[:max(room, 0)]...)
-		return len(p), nil
-	}
-	c.buf = append(c.buf, p...)
-	return len(p), nil
 }
