@@ -110,6 +110,16 @@ func TestCollectRemovesSnapshotsOfGoneSandboxes(t *testing.T) {
 	if err := os.Chtimes(stale+".partial", old, old); err != nil {
 		t.Fatal(err)
 	}
+	oldRestore, _ := s.RestoreDir("pod-old")
+	newRestore, _ := s.RestoreDir("pod-new")
+	for _, d := range []string{oldRestore, newRestore} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(oldRestore, old, old); err != nil {
+		t.Fatal(err)
+	}
 	lookup := func(_ context.Context, ns, name string) (string, error) {
 		switch name {
 		case "live":
@@ -125,7 +135,7 @@ func TestCollectRemovesSnapshotsOfGoneSandboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"team-a/uid-gone": true, "team-a/uid-old": true, "team-a/uid-stale.partial": true}
+	want := map[string]bool{"team-a/uid-gone": true, "team-a/uid-old": true, "team-a/uid-stale.partial": true, "restoring/pod-old": true}
 	if len(deleted) != len(want) {
 		t.Fatalf("deleted %v, want %v", deleted, want)
 	}
@@ -138,6 +148,9 @@ func TestCollectRemovesSnapshotsOfGoneSandboxes(t *testing.T) {
 		if _, err := s.ReadMeta(keep[0], keep[1]); err != nil {
 			t.Errorf("%s/%s was deleted: %v", keep[0], keep[1], err)
 		}
+	}
+	if _, err := os.Stat(newRestore); err != nil {
+		t.Errorf("a restore in progress was removed: %v", err)
 	}
 	if _, err := os.Stat(fresh + ".partial"); err != nil {
 		t.Errorf("a checkpoint being written was removed: %v", err)
