@@ -175,3 +175,34 @@ func TestRestoreRefRoundTrip(t *testing.T) {
 		t.Fatal("a volume reference without a path was accepted")
 	}
 }
+
+// A volume on another filesystem than the node store gets a copy, published
+// by rename inside the volume; nothing stays in the node store.
+func TestCheckpointOntoVolumeOnAnotherFilesystem(t *testing.T) {
+	vol, err := os.MkdirTemp("/dev/shm", "hib-vol-")
+	if err != nil {
+		t.Fatalf("a tmpfs directory for the volume: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(vol) })
+	c := fakeNode(t, "pod-uid-1", vol)
+	m, err := c.Checkpoint(context.Background(), Request{PodUID: "pod-uid-1", Namespace: "ns", SandboxUID: "sb-uid", SnapshotID: "sb-uid",
+		Volume: &Volume{Name: "data", HostPath: vol, Ref: vol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(vol, VolumeSnapshotDir, "sb-uid")
+	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if err != nil || MetaDigest(b) != m.Digest {
+		t.Fatalf("meta.json on the volume: %v (digest %s)", err, m.Digest)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "pages.img")); string(got) != "pages" {
+		t.Fatalf("pages.img on the volume: %q", got)
+	}
+	if _, err := os.Stat(dir + ".partial"); !os.IsNotExist(err) {
+		t.Fatalf("partial copy left on the volume: %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(c.Store.Root, "snapshots", "ns", "*"))
+	if len(left) != 0 {
+		t.Fatalf("left in the node store: %v", left)
+	}
+}

@@ -166,3 +166,32 @@ func write(t *testing.T, p, s string) {
 		t.Fatal(err)
 	}
 }
+
+// A volume on another filesystem than the node store (here tmpfs vs the
+// test's temp dir) is copied off instead of renamed, with the same checks.
+func TestDecideVolumeSnapshotOtherFilesystem(t *testing.T) {
+	vol, err := os.MkdirTemp("/dev/shm", "hib-vol-")
+	if err != nil {
+		t.Fatalf("a tmpfs directory for the volume: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(vol) })
+	s := Store{Root: t.TempDir()}
+	ref := volSnapshot(t, vol, "team-a", "sb1", map[string]string{"checkpoint.img": "state", "pages.img": "pages"})
+	d, err := s.Decide(anns("sandbox", "team-a", "pod1", encodeRef(ref)), "h1")
+	if err != nil || !d.Restore {
+		r, _ := s.ReadResult("pod1")
+		t.Fatalf("pause: %+v %v (result %+v)", d, err, r)
+	}
+	if b, err := os.ReadFile(filepath.Join(d.ImagePath, "pages.img")); err != nil || string(b) != "pages" {
+		t.Fatalf("copied pages: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(vol, volumeSnapshotDir, "sb1")); !os.IsNotExist(err) {
+		t.Fatalf("snapshot still on the volume: %v", err)
+	}
+	// Tampered on the other filesystem: refused the same way.
+	ref = volSnapshot(t, vol, "team-a", "sb2", map[string]string{"pages.img": "pages"})
+	write(t, filepath.Join(vol, volumeSnapshotDir, "sb2", "pages.img"), "PAGES")
+	if d, _ := s.Decide(anns("sandbox", "team-a", "pod2", encodeRef(ref)), "h1"); d.Restore {
+		t.Fatal("restored a tampered snapshot copied from another filesystem")
+	}
+}
