@@ -129,7 +129,7 @@ func (c Checkpointer) Checkpoint(ctx context.Context, r Request) (Meta, error) {
 	cmd := exec.CommandContext(ctx, c.Runsc, "--root="+c.RunscRoot, "checkpoint", "--image-path="+partial, id)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return Meta{}, fmt.Errorf("runsc checkpoint %s: %w: %s", id, err, strings.TrimSpace(stderr.String()))
+		return Meta{}, fmt.Errorf("runsc checkpoint %s: %w: %s", id, err, firstLine(stderr.String(), 512))
 	}
 	sums, sizes, err := hashFiles(partial)
 	if err != nil {
@@ -175,4 +175,17 @@ func writeSynced(path string, b []byte) error {
 		return fmt.Errorf("syncing %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// firstLine keeps an error report short enough for an annotation and a
+// condition message: runsc follows the error line with goroutine stacks.
+func firstLine(s string, max int) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
 }

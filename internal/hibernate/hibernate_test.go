@@ -39,7 +39,7 @@ func TestCheckpointFailureLeavesNothing(t *testing.T) {
 	}
 	// Stands in for runsc: writes part of an image, then fails like a full disk.
 	runsc := filepath.Join(root, "runsc")
-	script := "#!/bin/sh\nfor a; do case $a in --image-path=*) d=${a#--image-path=};; esac; done\nhead -c 4096 /dev/zero > $d/pages.img\necho 'write: no space left on device' >&2\nexit 1\n"
+	script := "#!/bin/sh\nfor a; do case $a in --image-path=*) d=${a#--image-path=};; esac; done\nhead -c 4096 /dev/zero > $d/pages.img\necho 'write: no space left on device' >&2\necho 'goroutine 1 [running]:' >&2\nexit 1\n"
 	if err := os.WriteFile(runsc, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,9 @@ func TestCheckpointFailureLeavesNothing(t *testing.T) {
 	_, err := c.Checkpoint(context.Background(), Request{PodUID: "pod-uid-1", Namespace: "ns", SnapshotID: "sb-uid"})
 	if err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("Checkpoint error = %v, want the runtime's ENOSPC", err)
+	}
+	if strings.Contains(err.Error(), "goroutine") {
+		t.Fatalf("Checkpoint error = %q, want the error line without runsc's stacks", err)
 	}
 	left, _ := filepath.Glob(filepath.Join(root, "store", "snapshots", "ns", "*"))
 	if len(left) != 0 {

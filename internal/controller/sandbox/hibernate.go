@@ -116,6 +116,11 @@ func (r *Reconciler) checkpointBeforeDelete(ctx context.Context, sb *sandboxv1be
 }
 
 func (r *Reconciler) checkpointFailed(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod, msg string) {
+	// An event's note is limited to 1 kB (a longer one is refused and the
+	// event lost); the agent's error comes from runsc and may be long.
+	if len(msg) > 900 {
+		msg = msg[:900] + "..."
+	}
 	sb.Status.MemorySnapshot = nil
 	setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed, msg+"; suspending with volumes only")
 	r.Recorder.Eventf(sb, pod, corev1.EventTypeWarning, sandboxv1beta1.ReasonCheckpointFailed, "Suspend", "%s; suspending with volumes only", msg)

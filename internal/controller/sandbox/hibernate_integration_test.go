@@ -274,3 +274,26 @@ func TestDeepHibernationVolumeSnapshot(t *testing.T) {
 		t.Fatalf("refused snapshot still referenced: %+v", got.Status.MemorySnapshot)
 	}
 }
+
+// runsc's error for a full disk comes with goroutine stacks; however long
+// the agent's error, the CheckpointFailed event (whose note the apiserver
+// limits to 1 kB) is recorded, and the suspend completes.
+func TestDeepHibernationLongCheckpointErrorIsReported(t *testing.T) {
+	ns := newNamespace(t)
+	sb := gvisorSandbox(t, ns, "hib-long")
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeSuspended)
+	pod := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationCheckpointRequested)
+	long := "error serializing object: no space left on device: " + strings.Repeat("goroutine 1 [running]: ", 200)
+	annotatePod(t, pod, hibernate.AnnotationCheckpointResult, hibernate.CheckpointResult{Error: long}.Encode())
+	waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed)
+	eventually(t, 20*time.Second, "pod deleted", gone(pod))
+	eventually(t, 20*time.Second, "CheckpointFailed event", func() (bool, error) {
+		for _, e := range eventsFor(t, ns, sb.Name) {
+			if e.Reason == sandboxv1beta1.ReasonCheckpointFailed && strings.Contains(e.Note, "no space left") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
