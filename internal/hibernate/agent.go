@@ -126,6 +126,20 @@ func (a *Agent) sync(ctx context.Context, p *corev1.Pod) (time.Duration, error) 
 }
 
 func (a *Agent) checkpoint(ctx context.Context, p *corev1.Pod) error {
+	// The lister can lag behind our own result patch: a Pod re-queued
+	// while its (long) checkpoint ran comes back without the result, and a
+	// second attempt would find the sandbox gone and overwrite the good
+	// result with an error. Ask the apiserver before doing anything.
+	live, err := a.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("getting pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	if live.UID != p.UID {
+		return nil // another Pod by that name now; its own events bring it
+	}
+	if _, done := live.Annotations[AnnotationCheckpointResult]; done {
+		return nil
+	}
 	owner, ok := sandboxOwner(p)
 	var res CheckpointResult
 	if !ok {
