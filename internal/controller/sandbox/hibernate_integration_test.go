@@ -222,8 +222,9 @@ func TestDeepHibernationRestoreWithoutAgentIsNotKeptForever(t *testing.T) {
 
 // A snapshot the agent saved on the Sandbox's volume is recorded with its
 // volume, location and digest; the resumed Pod carries all three in its
-// restore reference (the shim checks the digest) and is not pinned to the
-// node that took it. A volume result without a digest is refused: the
+// restore reference (the shim checks the digest); that it is not pinned to
+// the node is TestRestoreIntoPodPinsOnlyNodeStoreSnapshots (the test
+// harness binds every Pod to its node). A volume result without a digest is refused: the
 // snapshot could not be told apart from one written by the tenant.
 func TestDeepHibernationVolumeSnapshot(t *testing.T) {
 	ns := newNamespace(t)
@@ -263,9 +264,6 @@ func TestDeepHibernationVolumeSnapshot(t *testing.T) {
 	ref, err := hibernate.ParseRestoreRef(restored.Annotations[hibernate.AnnotationRestoreSnapshot])
 	if err != nil || ref != (hibernate.RestoreRef{ID: string(got.UID), Digest: digest, VolumePath: path}) {
 		t.Fatalf("restore reference %q: %+v %v", restored.Annotations[hibernate.AnnotationRestoreSnapshot], ref, err)
-	}
-	if restored.Spec.NodeName != "" {
-		t.Fatalf("a volume snapshot's Pod was pinned to node %q", restored.Spec.NodeName)
 	}
 	annotatePod(t, restored, hibernate.AnnotationRestoreResult, hibernate.Result{Snapshot: string(got.UID), State: hibernate.StateFallback,
 		Reason: "snapshot default/x does not match the digest the node agent recorded"}.Encode())
