@@ -171,7 +171,15 @@ func (a *Agent) volumeOf(p *corev1.Pod) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.Checkpointer.FindVolume(p, id)
+	v, err := a.Checkpointer.FindVolume(p, id)
+	if err != nil {
+		// E.g. an agent in a container that does not mount the volume's
+		// host path: the node store still keeps the memory (status says
+		// where), rather than losing it.
+		klog.ErrorS(err, "the Pod's volume is not reachable; keeping the snapshot in the node store", "pod", klog.KObj(p))
+		return nil, nil
+	}
+	return v, nil
 }
 
 func hasClaim(p *corev1.Pod) bool {

@@ -206,3 +206,20 @@ func TestCheckpointOntoVolumeOnAnotherFilesystem(t *testing.T) {
 		t.Fatalf("left in the node store: %v", left)
 	}
 }
+
+// An agent that cannot reach the volume's host path (e.g. a DaemonSet that
+// does not mount it) keeps the snapshot in the node store instead of
+// failing the checkpoint; status then says where it is.
+func TestUnreachableVolumeFallsBackToTheNodeStore(t *testing.T) {
+	c := fakeNode(t, "pod-uid-1", filepath.Join(t.TempDir(), "not-mounted-here"))
+	a := &Agent{Checkpointer: c}
+	v, err := a.volumeOf(claimPod("pod-uid-1"))
+	if err != nil || v != nil {
+		t.Fatalf("volumeOf = %+v, %v; want the node store", v, err)
+	}
+	vol := t.TempDir()
+	a.Checkpointer = fakeNode(t, "pod-uid-1", vol)
+	if v, err := a.volumeOf(claimPod("pod-uid-1")); err != nil || v == nil || v.HostPath != vol {
+		t.Fatalf("reachable volume: %+v, %v", v, err)
+	}
+}
