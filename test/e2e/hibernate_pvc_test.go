@@ -201,7 +201,11 @@ func TestDeepHibernationCheckpointDiskFull(t *testing.T) {
 	if left, _ := os.ReadDir(nsDir); len(left) != 0 {
 		t.Fatalf("partial snapshot files left on the full disk: %v", left)
 	}
-	if !meta.IsStatusConditionTrue(sb.Status.Conditions, "Suspended") {
+	// The Pod is gone; the controller's next pass records Suspended.
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		sb = getSandbox(t, c, name)
+		return meta.IsStatusConditionTrue(sb.Status.Conditions, sandboxv1beta1.SandboxConditionSuspended), nil
+	}); err != nil {
 		t.Fatalf("not suspended: %+v", sb.Status.Conditions)
 	}
 	var events corev1.EventList
