@@ -105,6 +105,21 @@ type MemorySnapshot struct {
 	// takenAt is when the checkpoint completed.
 	// +required
 	TakenAt metav1.Time `json:"takenAt"`
+	// volume is the Sandbox volume (a volumeClaimTemplates name) that holds
+	// the snapshot, in a hidden directory at its root: the snapshot lives
+	// and dies with that PersistentVolumeClaim, and the restoring Pod is not
+	// pinned to nodeName. Empty: the snapshot is in nodeName's local store.
+	// +optional
+	Volume string `json:"volume,omitempty"`
+	// volumePath is where the node found that volume (for a path under the
+	// kubelet's per-Pod directory, with the Pod UID as {pod-uid}).
+	// +optional
+	VolumePath string `json:"volumePath,omitempty"`
+	// digest is the SHA-256 of the snapshot's manifest, which lists the
+	// SHA-256 of every image file. A volume snapshot is restored only if it
+	// matches (the volume is writable from inside the Sandbox).
+	// +optional
+	Digest string `json:"digest,omitempty"`
 }
 
 // Sandbox is an isolated, stateful, single-tenant workload: one Pod with a

@@ -126,24 +126,74 @@ func (a *Agent) sync(ctx context.Context, p *corev1.Pod) (time.Duration, error) 
 }
 
 func (a *Agent) checkpoint(ctx context.Context, p *corev1.Pod) error {
+	// The lister can lag behind our own result patch: a Pod re-queued
+	// while its (long) checkpoint ran comes back without the result, and a
+	// second attempt would find the sandbox gone and overwrite the good
+	// result with an error. Ask the apiserver before doing anything.
+	live, err := a.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("getting pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	if live.UID != p.UID {
+		return nil // another Pod by that name now; its own events bring it
+	}
+	if _, done := live.Annotations[AnnotationCheckpointResult]; done {
+		return nil
+	}
 	owner, ok := sandboxOwner(p)
 	var res CheckpointResult
 	if !ok {
 		res.Error = "the Pod is not controlled by a Sandbox"
+	} else if vol, err := a.volumeOf(p); err != nil {
+		res.Error = err.Error()
 	} else {
 		start := time.Now()
 		m, err := a.Checkpointer.Checkpoint(ctx, Request{PodUID: string(p.UID), Namespace: p.Namespace,
-			SandboxName: metav1.GetControllerOf(p).Name, SandboxUID: string(owner), SnapshotID: string(owner)})
+			SandboxName: metav1.GetControllerOf(p).Name, SandboxUID: string(owner), SnapshotID: string(owner), Volume: vol})
 		if err != nil {
 			res.Error = err.Error()
 		} else {
-			res = CheckpointResult{OK: true, SizeBytes: m.Size(), DurationMS: time.Since(start).Milliseconds()}
+			res = CheckpointResult{OK: true, SizeBytes: m.Size(), DurationMS: time.Since(start).Milliseconds(), Digest: m.Digest}
+			if vol != nil {
+				res.Volume, res.VolumePath = vol.Name, vol.Ref
+			}
 		}
 	}
 	return a.annotate(ctx, p, AnnotationCheckpointResult, res.Encode())
 }
 
-func (a *Agent) reportRestore(ctx context.Context, p *corev1.Pod, snap string) (time.Duration, error) {
+// volumeOf finds the Pod's claim volume on this node, if it has one.
+func (a *Agent) volumeOf(p *corev1.Pod) (*Volume, error) {
+	if !hasClaim(p) {
+		return nil, nil
+	}
+	id, err := a.Checkpointer.FindPodSandbox(string(p.UID))
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.Checkpointer.FindVolume(p, id)
+	if err != nil {
+		// E.g. an agent in a container that does not mount the volume's
+		// host path: the node store still keeps the memory (status says
+		// where), rather than losing it.
+		klog.ErrorS(err, "the Pod's volume is not reachable; keeping the snapshot in the node store", "pod", klog.KObj(p))
+		return nil, nil
+	}
+	return v, nil
+}
+
+func hasClaim(p *corev1.Pod) bool {
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Agent) reportRestore(ctx context.Context, p *corev1.Pod, value string) (time.Duration, error) {
+	ref, perr := ParseRestoreRef(value)
+	snap := ref.ID
 	r, err := a.Checkpointer.Store.ReadResult(string(p.UID))
 	if IsNotExist(err) || err == nil && r.State == StateRestoring {
 		return a.ResultPoll, nil
@@ -155,6 +205,11 @@ func (a *Agent) reportRestore(ctx context.Context, p *corev1.Pod, snap string) (
 		return 0, err
 	}
 	// Consumed (restored) or unusable (fallback): either way it is done.
+	// A volume snapshot was moved off the volume by the shim into the
+	// Pod's restore directory (the shim removes what it refused).
+	if perr == nil && ref.VolumePath != "" {
+		return 0, a.Checkpointer.Store.DeleteRestoreDir(string(p.UID))
+	}
 	return 0, a.Checkpointer.Store.DeleteSnapshot(p.Namespace, snap)
 }
 

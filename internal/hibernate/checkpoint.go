@@ -43,6 +43,9 @@ type Request struct {
 	SandboxName string
 	SandboxUID  string
 	SnapshotID  string
+	// Volume, when set, is where the snapshot is published (the Pod's
+	// PersistentVolumeClaim); nil keeps it in the node store.
+	Volume *Volume
 }
 
 // FindPodSandbox returns the container ID of the Pod's gVisor sandbox (its
@@ -89,8 +92,10 @@ func (c Checkpointer) RuntimeHash() (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Checkpoint saves the Pod's whole gVisor sandbox into the store and stops
-// it (runsc checkpoint without --leave-running). It writes into
+// Checkpoint saves the Pod's whole gVisor sandbox into the store (or onto
+// r.Volume) and stops it (runsc checkpoint without --leave-running). runsc
+// always writes into the node store, never into the tenant's volume (a
+// symlink planted there would redirect root's writes). It writes into
 // <id>.partial and publishes by rename after meta.json, so a crash at any
 // point leaves either nothing or a complete snapshot. On error the partial
 // files are removed (a full disk must not stay full).
@@ -124,29 +129,33 @@ func (c Checkpointer) Checkpoint(ctx context.Context, r Request) (Meta, error) {
 	cmd := exec.CommandContext(ctx, c.Runsc, "--root="+c.RunscRoot, "checkpoint", "--image-path="+partial, id)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return Meta{}, fmt.Errorf("runsc checkpoint %s: %w: %s", id, err, strings.TrimSpace(stderr.String()))
+		return Meta{}, fmt.Errorf("runsc checkpoint %s: %w: %s", id, err, firstLine(stderr.String(), 512))
 	}
-	m := Meta{Namespace: r.Namespace, SandboxName: r.SandboxName, SandboxUID: r.SandboxUID, RuntimeHash: hash, Files: map[string]int64{}}
-	files, err := os.ReadDir(partial)
+	sums, sizes, err := hashFiles(partial)
 	if err != nil {
-		return Meta{}, fmt.Errorf("listing snapshot: %w", err)
+		return Meta{}, err
 	}
-	for _, f := range files {
-		fi, err := f.Info()
-		if err != nil {
-			return Meta{}, fmt.Errorf("snapshot file %s: %w", f.Name(), err)
-		}
-		m.Files[f.Name()] = fi.Size()
-	}
+	m := Meta{Namespace: r.Namespace, SandboxName: r.SandboxName, SandboxUID: r.SandboxUID, SnapshotID: r.SnapshotID,
+		RuntimeHash: hash, Files: sizes, SHA256: sums}
 	b, _ := json.Marshal(m)
 	if err := writeSynced(filepath.Join(partial, metaFile), b); err != nil {
 		return Meta{}, err
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return Meta{}, fmt.Errorf("replacing old snapshot: %w", err)
-	}
-	if err := os.Rename(partial, dir); err != nil {
-		return Meta{}, fmt.Errorf("publishing snapshot: %w", err)
+	m.Digest = MetaDigest(b)
+	if r.Volume != nil {
+		if err := publishToVolume(partial, r.Volume.HostPath, r.SnapshotID); err != nil {
+			return Meta{}, err
+		}
+		// A snapshot left in the node store from before the Sandbox had
+		// its volume there would only waste space.
+		_ = os.RemoveAll(dir)
+	} else {
+		if err := os.RemoveAll(dir); err != nil {
+			return Meta{}, fmt.Errorf("replacing old snapshot: %w", err)
+		}
+		if err := os.Rename(partial, dir); err != nil {
+			return Meta{}, fmt.Errorf("publishing snapshot: %w", err)
+		}
 	}
 	ok = true
 	return m, nil
@@ -166,4 +175,17 @@ func writeSynced(path string, b []byte) error {
 		return fmt.Errorf("syncing %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// firstLine keeps an error report short enough for an annotation and a
+// condition message: runsc follows the error line with goroutine stacks.
+func firstLine(s string, max int) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
 }

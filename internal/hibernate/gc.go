@@ -22,10 +22,21 @@ type SandboxUIDFunc func(ctx context.Context, namespace, name string) (string, e
 // checkpoints older than staleAfter are removed (the agent was killed in
 // the middle of one; a running checkpoint keeps writing to it).
 func (s Store) Collect(ctx context.Context, sandboxUID SandboxUIDFunc, staleAfter time.Duration, now time.Time) (deleted []string, err error) {
+	// A volume snapshot moved into a Pod's restore dir whose result was
+	// never reported (agent down at the time) is the shim's leftover.
+	if entries, err := os.ReadDir(filepath.Join(s.Root, "restoring")); err == nil {
+		for _, e := range entries {
+			if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > staleAfter {
+				if err := os.RemoveAll(filepath.Join(s.Root, "restoring", e.Name())); err == nil {
+					deleted = append(deleted, "restoring/"+e.Name())
+				}
+			}
+		}
+	}
 	namespaces, err := os.ReadDir(filepath.Join(s.Root, "snapshots"))
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil, nil
+			return deleted, nil
 		}
 		return nil, fmt.Errorf("listing snapshots: %w", err)
 	}

@@ -39,7 +39,7 @@ func TestCheckpointFailureLeavesNothing(t *testing.T) {
 	}
 	// Stands in for runsc: writes part of an image, then fails like a full disk.
 	runsc := filepath.Join(root, "runsc")
-	script := "#!/bin/sh\nfor a; do case $a in --image-path=*) d=${a#--image-path=};; esac; done\nhead -c 4096 /dev/zero > $d/pages.img\necho 'write: no space left on device' >&2\nexit 1\n"
+	script := "#!/bin/sh\nfor a; do case $a in --image-path=*) d=${a#--image-path=};; esac; done\nhead -c 4096 /dev/zero > $d/pages.img\necho 'write: no space left on device' >&2\necho 'goroutine 1 [running]:' >&2\nexit 1\n"
 	if err := os.WriteFile(runsc, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,9 @@ func TestCheckpointFailureLeavesNothing(t *testing.T) {
 	_, err := c.Checkpoint(context.Background(), Request{PodUID: "pod-uid-1", Namespace: "ns", SnapshotID: "sb-uid"})
 	if err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("Checkpoint error = %v, want the runtime's ENOSPC", err)
+	}
+	if strings.Contains(err.Error(), "goroutine") {
+		t.Fatalf("Checkpoint error = %q, want the error line without runsc's stacks", err)
 	}
 	left, _ := filepath.Glob(filepath.Join(root, "store", "snapshots", "ns", "*"))
 	if len(left) != 0 {
@@ -110,6 +113,16 @@ func TestCollectRemovesSnapshotsOfGoneSandboxes(t *testing.T) {
 	if err := os.Chtimes(stale+".partial", old, old); err != nil {
 		t.Fatal(err)
 	}
+	oldRestore, _ := s.RestoreDir("pod-old")
+	newRestore, _ := s.RestoreDir("pod-new")
+	for _, d := range []string{oldRestore, newRestore} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(oldRestore, old, old); err != nil {
+		t.Fatal(err)
+	}
 	lookup := func(_ context.Context, ns, name string) (string, error) {
 		switch name {
 		case "live":
@@ -125,7 +138,7 @@ func TestCollectRemovesSnapshotsOfGoneSandboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"team-a/uid-gone": true, "team-a/uid-old": true, "team-a/uid-stale.partial": true}
+	want := map[string]bool{"team-a/uid-gone": true, "team-a/uid-old": true, "team-a/uid-stale.partial": true, "restoring/pod-old": true}
 	if len(deleted) != len(want) {
 		t.Fatalf("deleted %v, want %v", deleted, want)
 	}
@@ -138,6 +151,9 @@ func TestCollectRemovesSnapshotsOfGoneSandboxes(t *testing.T) {
 		if _, err := s.ReadMeta(keep[0], keep[1]); err != nil {
 			t.Errorf("%s/%s was deleted: %v", keep[0], keep[1], err)
 		}
+	}
+	if _, err := os.Stat(newRestore); err != nil {
+		t.Errorf("a restore in progress was removed: %v", err)
 	}
 	if _, err := os.Stat(fresh + ".partial"); err != nil {
 		t.Errorf("a checkpoint being written was removed: %v", err)

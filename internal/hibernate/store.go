@@ -10,11 +10,16 @@
 //
 //	<root>/snapshots/<namespace>/<snapshot-id>/  runsc image files + meta.json
 //	<root>/results/<pod-uid>.json               the shim's decision per Pod
+//	<root>/restoring/<pod-uid>/                 a volume snapshot being restored
+//	<volume>/.agent-sandbox-snapshots/<snapshot-id>/  a snapshot on the Sandbox's PVC
 //
-// Lifetime: a snapshot lives until the node agent deletes it: after the Pod
-// restored from it is running, when its Sandbox is deleted, or with the
-// store (the local cluster keeps it under its state dir, so `down --purge`
-// removes it).
+// Lifetime: a node-store snapshot lives until the node agent deletes it:
+// after the Pod restored from it is running, when its Sandbox is deleted, or
+// with the store (the local cluster keeps it under its state dir, so `down
+// --purge` removes it). A snapshot on the Sandbox's volume (volume.go) is
+// consumed by the next restore (the shim moves it off the volume) and
+// otherwise lives and dies with the PersistentVolumeClaim: deleting the
+// Sandbox deletes its claims, and with them the snapshot.
 package hibernate
 
 import (
@@ -47,11 +52,18 @@ var safeComponent = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
 // Meta describes a complete snapshot. It is written last, so a snapshot
 // without it (agent killed mid-checkpoint) is never restored.
 type Meta struct {
-	Namespace   string           `json:"namespace"`
-	SandboxName string           `json:"sandboxName"`
-	SandboxUID  string           `json:"sandboxUID"`
+	Namespace   string `json:"namespace"`
+	SandboxName string `json:"sandboxName"`
+	SandboxUID  string `json:"sandboxUID"`
+	// SnapshotID is the snapshot's name (the Sandbox's UID): a snapshot
+	// copied under another name is refused.
+	SnapshotID  string           `json:"snapshotID,omitempty"`
 	RuntimeHash string           `json:"runtimeHash"`
 	Files       map[string]int64 `json:"files"`
+	// SHA256 is each file's hex SHA-256.
+	SHA256 map[string]string `json:"sha256,omitempty"`
+	// Digest is MetaDigest of the written meta.json (not part of it).
+	Digest string `json:"-"`
 }
 
 // Size is the snapshot's total size in bytes.
@@ -109,6 +121,29 @@ func (s Store) DeleteSnapshot(namespace, id string) error {
 		return fmt.Errorf("deleting snapshot %s/%s: %w", namespace, id, err)
 	}
 	return os.RemoveAll(dir + ".partial")
+}
+
+// RestoreDir is where the shim moves a volume snapshot for the Pod podUID
+// before checking and restoring it (the node store, which only root can
+// write): <root>/restoring/<pod-uid>.
+func (s Store) RestoreDir(podUID string) (string, error) {
+	if !safeComponent.MatchString(podUID) {
+		return "", fmt.Errorf("invalid pod UID %q", podUID)
+	}
+	return filepath.Join(s.Root, "restoring", podUID), nil
+}
+
+// DeleteRestoreDir removes a Pod's restore directory (the restored process
+// keeps its image files open).
+func (s Store) DeleteRestoreDir(podUID string) error {
+	d, err := s.RestoreDir(podUID)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(d); err != nil {
+		return fmt.Errorf("deleting restore dir of pod %s: %w", podUID, err)
+	}
+	return nil
 }
 
 // ReadResult returns the shim's decision for a Pod, or an error wrapping

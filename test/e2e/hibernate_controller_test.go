@@ -415,7 +415,9 @@ func restartAgent(t *testing.T) {
 // answer, snapshot size; and beside it today's filesystem-only
 // suspend/resume of the same Sandbox spec, run under a RuntimeClass with the
 // same gVisor handler that deep hibernation does not cover (a new process,
-// memory re-touched). Run under the e2e lock:
+// memory re-touched); and the same Sandbox with a PVC, whose snapshot goes
+// onto the volume and is checked by SHA-256 before the restore. Run under
+// the e2e lock:
 //
 //	flock /tmp/agent-sandbox-e2e.lock go test -count=1 -p 1 -run '^$' -bench BenchmarkDeepHibernationController -benchtime 1x ./test/e2e/
 func BenchmarkDeepHibernationController(b *testing.B) {
@@ -433,15 +435,19 @@ func BenchmarkDeepHibernationController(b *testing.B) {
 	for _, mib := range []int{64, 256, 1024} {
 		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				deep := benchSuspendResume(b, c, fmt.Sprintf("hib-bench-deep-%d", mib), mib, "")
-				fs := benchSuspendResume(b, c, fmt.Sprintf("hib-bench-fs-%d", mib), mib, plain.Name)
+				deep := benchSuspendResume(b, c, fmt.Sprintf("hib-bench-deep-%d", mib), mib, "", false)
+				pvc := benchSuspendResume(b, c, fmt.Sprintf("hib-bench-pvc-%d", mib), mib, "", true)
+				fs := benchSuspendResume(b, c, fmt.Sprintf("hib-bench-fs-%d", mib), mib, plain.Name, false)
 				b.ReportMetric(deep.suspend.Seconds(), "suspend-s")
 				b.ReportMetric(deep.resume.Seconds(), "resume-to-answer-s")
 				b.ReportMetric(float64(deep.size)/(1<<20), "snapshot-MiB")
+				b.ReportMetric(pvc.suspend.Seconds(), "pvc-suspend-s")
+				b.ReportMetric(pvc.resume.Seconds(), "pvc-resume-to-answer-s")
 				b.ReportMetric(fs.suspend.Seconds(), "fs-only-suspend-s")
 				b.ReportMetric(fs.resume.Seconds(), "fs-only-resume-to-answer-s")
-				fmt.Printf("through the controller, %5d MiB touched: deep suspend %6.2fs (checkpoint %s), snapshot %5d MiB, resume to first answer %5.2fs (same process); filesystem-only suspend %5.2fs, resume to first answer %5.2fs (new process)\n",
-					mib, deep.suspend.Seconds(), deep.checkpoint, deep.size>>20, deep.resume.Seconds(), fs.suspend.Seconds(), fs.resume.Seconds())
+				fmt.Printf("through the controller, %5d MiB touched: deep suspend %6.2fs (checkpoint %s), snapshot %5d MiB, resume to first answer %5.2fs (same process); snapshot on the PVC: suspend %6.2fs (checkpoint %s), resume to first answer %5.2fs; filesystem-only suspend %5.2fs, resume to first answer %5.2fs (new process)\n",
+					mib, deep.suspend.Seconds(), deep.checkpoint, deep.size>>20, deep.resume.Seconds(),
+					pvc.suspend.Seconds(), pvc.checkpoint, pvc.resume.Seconds(), fs.suspend.Seconds(), fs.resume.Seconds())
 			}
 		})
 	}
@@ -453,13 +459,14 @@ type suspendResume struct {
 	size            int64
 }
 
-// benchSuspendResume creates a counter Sandbox (runtimeClass "" = gvisor),
-// suspends and resumes it once and deletes it.
-func benchSuspendResume(b *testing.B, c client.Client, name string, mib int, runtimeClass string) suspendResume {
+// benchSuspendResume creates a counter Sandbox (runtimeClass "" = gvisor;
+// volume: with a PVC, which then holds the snapshot), suspends and resumes
+// it once and deletes it.
+func benchSuspendResume(b *testing.B, c client.Client, name string, mib int, runtimeClass string, volume bool) suspendResume {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sb := counterSandbox(name, mib, false)
+	sb := counterSandbox(name, mib, volume)
 	if runtimeClass != "" {
 		sb.Spec.PodTemplate.Spec.RuntimeClassName = &runtimeClass
 	}
@@ -469,7 +476,8 @@ func benchSuspendResume(b *testing.B, c client.Client, name string, mib int, run
 	defer func() {
 		_ = c.Delete(context.Background(), sb)
 		_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(sb), &sandboxv1beta1.Sandbox{})), nil
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(sb), &sandboxv1beta1.Sandbox{})) &&
+				apierrors.IsNotFound(c.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: "data-" + name}, &corev1.PersistentVolumeClaim{})), nil
 		})
 	}()
 	before := waitFirstAnswer(ctx, b, name)
@@ -494,8 +502,8 @@ func benchSuspendResume(b *testing.B, c client.Client, name string, mib int, run
 		b.Fatal(err)
 	}
 	if runtimeClass == "" {
-		if cur.Status.MemorySnapshot == nil {
-			b.Fatalf("%s: no memory snapshot: %s", name, memoryReason(cur))
+		if cur.Status.MemorySnapshot == nil || (cur.Status.MemorySnapshot.Volume != "") != volume {
+			b.Fatalf("%s: memory snapshot %+v (volume %v): %s", name, cur.Status.MemorySnapshot, volume, memoryReason(cur))
 		}
 		res.size = cur.Status.MemorySnapshot.SizeBytes
 		if _, after, ok := strings.Cut(memoryReason(cur), " in "); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,14 +95,23 @@ func (r *Reconciler) checkpointBeforeDelete(ctx context.Context, sb *sandboxv1be
 		// Recording first and deleting after means a failed status write
 		// never loses a snapshot the Pod was deleted for.
 		return true, 0, "", nil
+	case res.Volume != "" && (res.VolumePath == "" || !strings.HasPrefix(res.Digest, "sha256:")):
+		// A snapshot on tenant-writable storage without a digest could
+		// never be told apart from one the tenant wrote.
+		return true, 0, checkpointFailed(sb, fmt.Sprintf("the node agent saved the snapshot on volume %q without a digest or location", res.Volume)), nil
 	default:
 		sb.Status.MemorySnapshot = &sandboxv1beta1.MemorySnapshot{
 			ID: string(sb.UID), NodeName: pod.Spec.NodeName, SizeBytes: res.SizeBytes, TakenAt: metav1.NewTime(r.now()),
+			Volume: res.Volume, VolumePath: res.VolumePath, Digest: res.Digest,
+		}
+		where := "on node " + pod.Spec.NodeName
+		if res.Volume != "" {
+			where = fmt.Sprintf("on volume %q", res.Volume)
 		}
 		setMemoryCondition(sb, metav1.ConditionTrue, sandboxv1beta1.ReasonMemorySnapshotSaved,
-			fmt.Sprintf("Memory snapshot of %d MiB saved on node %s in %d ms", res.SizeBytes>>20, pod.Spec.NodeName, res.DurationMS))
+			fmt.Sprintf("Memory snapshot of %d MiB saved %s in %d ms", res.SizeBytes>>20, where, res.DurationMS))
 		r.eventAfterWrite(ctx, sb, pod, corev1.EventTypeNormal, sandboxv1beta1.ReasonMemorySnapshotSaved, "Suspend",
-			"Checkpointed Pod %q (%d MiB) on node %s", pod.Name, res.SizeBytes>>20, pod.Spec.NodeName)
+			"Checkpointed Pod %q (%d MiB) %s", pod.Name, res.SizeBytes>>20, where)
 		return false, 10 * time.Millisecond, "", nil
 	}
 }
@@ -109,16 +119,23 @@ func (r *Reconciler) checkpointBeforeDelete(ctx context.Context, sb *sandboxv1be
 // checkpointFailed records a failed checkpoint in status and returns the
 // note of its event.
 func checkpointFailed(sb *sandboxv1beta1.Sandbox, msg string) string {
+	// An event's note is limited to 1 kB (a longer one is refused and the
+	// event lost); the agent's error comes from runsc and may be long.
+	if len(msg) > 900 {
+		msg = msg[:900] + "..."
+	}
 	note := msg + "; suspending with volumes only"
 	sb.Status.MemorySnapshot = nil
 	setMemoryCondition(sb, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed, note)
 	return note
 }
 
-// restoreIntoPod adds the restore annotation and pins the Pod to the node
-// holding the snapshot. The snapshot reference comes only from the
-// Sandbox's status, which tenants cannot write; template annotations under
-// agents.x-k8s.io/ never reach a Pod (userKeys).
+// restoreIntoPod adds the restore annotation and, for a snapshot in a
+// node's local store, pins the Pod to that node (a snapshot on the
+// Sandbox's volume goes wherever the volume can be mounted). The snapshot
+// reference, digest included, comes only from the Sandbox's status, which
+// tenants cannot write; template annotations under agents.x-k8s.io/ never
+// reach a Pod (userKeys).
 func (r *Reconciler) restoreIntoPod(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) {
 	snap := sb.Status.MemorySnapshot
 	if !r.Options.DeepHibernation || snap == nil {
@@ -127,10 +144,24 @@ func (r *Reconciler) restoreIntoPod(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod)
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[hibernate.AnnotationRestoreSnapshot] = snap.ID
-	if pod.Spec.NodeName == "" {
+	pod.Annotations[hibernate.AnnotationRestoreSnapshot] = restoreRef(snap).Encode()
+	if pod.Spec.NodeName == "" && snap.Volume == "" {
 		pod.Spec.NodeName = snap.NodeName
 	}
+}
+
+func restoreRef(snap *sandboxv1beta1.MemorySnapshot) hibernate.RestoreRef {
+	ref := hibernate.RestoreRef{ID: snap.ID}
+	if snap.Volume != "" {
+		ref.Digest, ref.VolumePath = snap.Digest, snap.VolumePath
+	}
+	return ref
+}
+
+// restoresFrom: the Pod carries the restore reference of snap.
+func restoresFrom(pod *corev1.Pod, snap *sandboxv1beta1.MemorySnapshot) bool {
+	v, ok := pod.Annotations[hibernate.AnnotationRestoreSnapshot]
+	return ok && v == restoreRef(snap).Encode()
 }
 
 // observeRestore reads the node agent's restore result from the resumed
@@ -138,7 +169,7 @@ func (r *Reconciler) restoreIntoPod(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod)
 // processes went on or the Pod started clean.
 func (r *Reconciler) observeRestore(ctx context.Context, sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) {
 	snap := sb.Status.MemorySnapshot
-	if snap == nil || pod == nil || pod.Annotations[hibernate.AnnotationRestoreSnapshot] != snap.ID {
+	if snap == nil || pod == nil || !restoresFrom(pod, snap) {
 		return
 	}
 	raw, ok := pod.Annotations[hibernate.AnnotationRestoreResult]
@@ -183,7 +214,7 @@ func (r *Reconciler) restoreWatchdog(ctx context.Context, sb *sandboxv1beta1.San
 	if err := r.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
-	if !ownedBy(pod, sb) || pod.DeletionTimestamp != nil || pod.Annotations[hibernate.AnnotationRestoreSnapshot] != snap.ID {
+	if !ownedBy(pod, sb) || pod.DeletionTimestamp != nil || !restoresFrom(pod, snap) {
 		return 0, nil
 	}
 	if _, reported := pod.Annotations[hibernate.AnnotationRestoreResult]; reported {
@@ -198,6 +229,9 @@ func (r *Reconciler) restoreWatchdog(ctx context.Context, sb *sandboxv1beta1.San
 	if pod.Status.StartTime == nil {
 		msg = fmt.Sprintf("Pod %q was not started on node %s (which holds the snapshot) within %s; recreating it without the snapshot",
 			pod.Name, snap.NodeName, r.restoreTimeout())
+		if snap.Volume != "" {
+			msg = fmt.Sprintf("Pod %q was not started within %s; recreating it without the snapshot", pod.Name, r.restoreTimeout())
+		}
 		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			return 0, fmt.Errorf("deleting pod %q that never started: %w", pod.Name, err)
 		}

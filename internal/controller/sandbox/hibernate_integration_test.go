@@ -219,3 +219,79 @@ func TestDeepHibernationRestoreWithoutAgentIsNotKeptForever(t *testing.T) {
 		return true, nil
 	})
 }
+
+// A snapshot the agent saved on the Sandbox's volume is recorded with its
+// volume, location and digest; the resumed Pod carries all three in its
+// restore reference (the shim checks the digest); that it is not pinned to
+// the node is TestRestoreIntoPodPinsOnlyNodeStoreSnapshots (the test
+// harness binds every Pod to its node). A volume result without a digest is refused: the
+// snapshot could not be told apart from one written by the tenant.
+func TestDeepHibernationVolumeSnapshot(t *testing.T) {
+	ns := newNamespace(t)
+	sb := gvisorSandbox(t, ns, "hib-pvc")
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeSuspended)
+	pod := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationCheckpointRequested)
+	annotatePod(t, pod, hibernate.AnnotationCheckpointResult, hibernate.CheckpointResult{OK: true, SizeBytes: 1 << 20,
+		Volume: "data", VolumePath: "/var/lib/kubelet/pods/{pod-uid}/volumes/kubernetes.io~csi/pv-1/mount"}.Encode())
+	got := waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed)
+	if c := condition(got, sandboxv1beta1.SandboxConditionMemorySnapshot); got.Status.MemorySnapshot != nil || !strings.Contains(c.Message, "without a digest") {
+		t.Fatalf("volume result without digest: %+v %+v", got.Status.MemorySnapshot, c)
+	}
+	eventually(t, 20*time.Second, "pod deleted", gone(pod))
+
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeRunning)
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeSuspended)
+	pod = waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationCheckpointRequested)
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	const path = "/var/lib/agent-sandbox/local-path/pvc-1_default_data-hib-pvc"
+	annotatePod(t, pod, hibernate.AnnotationCheckpointResult, hibernate.CheckpointResult{OK: true, SizeBytes: 70 << 20,
+		Volume: "data", VolumePath: path, Digest: digest}.Encode())
+	got = waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionTrue, sandboxv1beta1.ReasonMemorySnapshotSaved)
+	snap := got.Status.MemorySnapshot
+	if snap == nil || snap.ID != string(got.UID) || snap.Volume != "data" || snap.VolumePath != path || snap.Digest != digest {
+		t.Fatalf("status.memorySnapshot = %+v", snap)
+	}
+	if c := condition(got, sandboxv1beta1.SandboxConditionMemorySnapshot); !strings.Contains(c.Message, `on volume "data"`) {
+		t.Fatalf("condition %q", c.Message)
+	}
+	eventually(t, 20*time.Second, "pod deleted", gone(pod))
+
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeRunning)
+	restored := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationRestoreSnapshot)
+	ref, err := hibernate.ParseRestoreRef(restored.Annotations[hibernate.AnnotationRestoreSnapshot])
+	if err != nil || ref != (hibernate.RestoreRef{ID: string(got.UID), Digest: digest, VolumePath: path}) {
+		t.Fatalf("restore reference %q: %+v %v", restored.Annotations[hibernate.AnnotationRestoreSnapshot], ref, err)
+	}
+	annotatePod(t, restored, hibernate.AnnotationRestoreResult, hibernate.Result{Snapshot: string(got.UID), State: hibernate.StateFallback,
+		Reason: "snapshot default/x does not match the digest the node agent recorded"}.Encode())
+	got = waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionFalse, sandboxv1beta1.ReasonSnapshotRestoreFailed)
+	if got.Status.MemorySnapshot != nil {
+		t.Fatalf("refused snapshot still referenced: %+v", got.Status.MemorySnapshot)
+	}
+}
+
+// runsc's error for a full disk comes with goroutine stacks; however long
+// the agent's error, the CheckpointFailed event (whose note the apiserver
+// limits to 1 kB) is recorded, and the suspend completes.
+func TestDeepHibernationLongCheckpointErrorIsReported(t *testing.T) {
+	ns := newNamespace(t)
+	sb := gvisorSandbox(t, ns, "hib-long")
+	waitCondition(t, ns, sb.Name, "Ready", metav1.ConditionTrue, sandboxv1beta1.ReasonDependenciesReady)
+	setMode(t, ns, sb.Name, sandboxv1beta1.OperatingModeSuspended)
+	pod := waitPodAnnotation(t, ns, sb.Name, hibernate.AnnotationCheckpointRequested)
+	long := "error serializing object: no space left on device: " + strings.Repeat("goroutine 1 [running]: ", 200)
+	annotatePod(t, pod, hibernate.AnnotationCheckpointResult, hibernate.CheckpointResult{Error: long}.Encode())
+	waitCondition(t, ns, sb.Name, sandboxv1beta1.SandboxConditionMemorySnapshot, metav1.ConditionFalse, sandboxv1beta1.ReasonCheckpointFailed)
+	eventually(t, 20*time.Second, "pod deleted", gone(pod))
+	eventually(t, 20*time.Second, "CheckpointFailed event", func() (bool, error) {
+		for _, e := range eventsFor(t, ns, sb.Name) {
+			if e.Reason == sandboxv1beta1.ReasonCheckpointFailed && strings.Contains(e.Note, "no space left") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}

@@ -58,8 +58,9 @@ func NewExtension(ctx context.Context, next extension.TaskServiceExt, req *task.
 	if !d.Restore {
 		return nil, nil
 	}
+	ref, _ := ParseRef(spec.Annotations[AnnotationSnapshot]) // Decide refused an unparsable one
 	return &restoringService{TaskServiceExt: next, id: req.ID, image: d.ImagePath,
-		store: st, podUID: spec.Annotations[annoSandboxUID], snapshot: spec.Annotations[AnnotationSnapshot],
+		store: st, podUID: spec.Annotations[annoSandboxUID], snapshot: ref.ID,
 		sandboxID: spec.Annotations[annoSandboxID],
 		pod:       spec.Annotations[annoContainerType] == containerTypePod}, nil
 }

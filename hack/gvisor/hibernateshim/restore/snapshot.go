@@ -56,8 +56,11 @@ type Meta struct {
 	Namespace   string           `json:"namespace"`
 	SandboxName string           `json:"sandboxName"`
 	SandboxUID  string           `json:"sandboxUID"`
+	SnapshotID  string           `json:"snapshotID,omitempty"`
 	RuntimeHash string           `json:"runtimeHash"` // sha256 of the runsc binary that took it
 	Files       map[string]int64 `json:"files"`       // name -> size, to catch truncation
+	// SHA256 is each file's hex SHA-256 (checked for volume snapshots).
+	SHA256 map[string]string `json:"sha256,omitempty"`
 }
 
 // Result is the per-Pod decision, written before the sandbox starts and
@@ -200,12 +203,17 @@ type Decision struct {
 // decision; every other container of the Pod follows that record, so either
 // the whole Pod is restored or none of it.
 func (s Store) Decide(annotations map[string]string, runtimeHash string) (Decision, error) {
-	id := annotations[AnnotationSnapshot]
-	if id == "" {
+	raw := annotations[AnnotationSnapshot]
+	if raw == "" {
 		return Decision{}, nil
 	}
 	ns, uid := annotations[annoSandboxNS], annotations[annoSandboxUID]
+	ref, perr := ParseRef(raw)
+	id := ref.ID
 	if annotations[annoContainerType] == containerTypePod {
+		if perr != nil {
+			return Decision{}, s.WriteResult(uid, Result{Snapshot: raw, State: StateFallback, Reason: perr.Error()})
+		}
 		prev, err := s.ReadResult(uid)
 		switch {
 		case err == nil && prev.Snapshot == id:
@@ -220,7 +228,13 @@ func (s Store) Decide(annotations map[string]string, runtimeHash string) (Decisi
 		case err != nil && !errors.Is(err, os.ErrNotExist):
 			return Decision{}, err
 		}
-		img, verr := s.Validate(ns, id, runtimeHash)
+		var img string
+		var verr error
+		if ref.VolumePath != "" {
+			img, verr = s.PrepareVolume(ns, uid, ref, runtimeHash)
+		} else {
+			img, verr = s.Validate(ns, id, runtimeHash)
+		}
 		if verr != nil {
 			return Decision{}, s.WriteResult(uid, Result{Snapshot: id, State: StateFallback, Reason: verr.Error()})
 		}
@@ -228,6 +242,9 @@ func (s Store) Decide(annotations map[string]string, runtimeHash string) (Decisi
 			return Decision{}, err
 		}
 		return Decision{Restore: true, ImagePath: img}, nil
+	}
+	if perr != nil {
+		return Decision{}, nil
 	}
 	r, err := s.ReadResult(uid)
 	if err != nil {
@@ -239,7 +256,12 @@ func (s Store) Decide(annotations map[string]string, runtimeHash string) (Decisi
 	if r.State != StateRestoring || r.Snapshot != id {
 		return Decision{}, nil
 	}
-	dir, err := s.SnapshotDir(ns, id)
+	var dir string
+	if ref.VolumePath != "" {
+		dir, err = s.RestoreDir(uid)
+	} else {
+		dir, err = s.SnapshotDir(ns, id)
+	}
 	if err != nil {
 		return Decision{}, err
 	}

@@ -22,6 +22,18 @@ type MemorySnapshotApplyConfiguration struct {
 	SizeBytes *int64 `json:"sizeBytes,omitempty"`
 	// takenAt is when the checkpoint completed.
 	TakenAt *v1.Time `json:"takenAt,omitempty"`
+	// volume is the Sandbox volume (a volumeClaimTemplates name) that holds
+	// the snapshot, in a hidden directory at its root: the snapshot lives
+	// and dies with that PersistentVolumeClaim, and the restoring Pod is not
+	// pinned to nodeName. Empty: the snapshot is in nodeName's local store.
+	Volume *string `json:"volume,omitempty"`
+	// volumePath is where the node found that volume (for a path under the
+	// kubelet's per-Pod directory, with the Pod UID as {pod-uid}).
+	VolumePath *string `json:"volumePath,omitempty"`
+	// digest is the SHA-256 of the snapshot's manifest, which lists the
+	// SHA-256 of every image file. A volume snapshot is restored only if it
+	// matches (the volume is writable from inside the Sandbox).
+	Digest *string `json:"digest,omitempty"`
 }
 
 // MemorySnapshotApplyConfiguration constructs a declarative configuration of the MemorySnapshot type for use with
@@ -59,5 +71,29 @@ func (b *MemorySnapshotApplyConfiguration) WithSizeBytes(value int64) *MemorySna
 // If called multiple times, the TakenAt field is set to the value of the last call.
 func (b *MemorySnapshotApplyConfiguration) WithTakenAt(value v1.Time) *MemorySnapshotApplyConfiguration {
 	b.TakenAt = &value
+	return b
+}
+
+// WithVolume sets the Volume field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Volume field is set to the value of the last call.
+func (b *MemorySnapshotApplyConfiguration) WithVolume(value string) *MemorySnapshotApplyConfiguration {
+	b.Volume = &value
+	return b
+}
+
+// WithVolumePath sets the VolumePath field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the VolumePath field is set to the value of the last call.
+func (b *MemorySnapshotApplyConfiguration) WithVolumePath(value string) *MemorySnapshotApplyConfiguration {
+	b.VolumePath = &value
+	return b
+}
+
+// WithDigest sets the Digest field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Digest field is set to the value of the last call.
+func (b *MemorySnapshotApplyConfiguration) WithDigest(value string) *MemorySnapshotApplyConfiguration {
+	b.Digest = &value
 	return b
 }
