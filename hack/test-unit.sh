@@ -26,12 +26,16 @@ out="${UNIT_BIN_DIR:-$root/bin/unit-tests}"
 jobs="${UNIT_JOBS:-$(($(nproc) * 2))}"
 ldflags="${UNIT_LDFLAGS:--s -w}"
 
-mapfile -t pkgs < <(hack/unit-packages.sh)
+# Command substitutions, not <(...): set -e sees their failures (a package
+# that does not compile must fail the run, not drop out of it).
+pkgs_out="$(hack/unit-packages.sh)"
+mapfile -t pkgs <<<"$pkgs_out"
 # One go list both compiles every package (-export; without linking the
 # main packages among them, which go build would do) and says which have
 # test files: only those get a binary, the rest are only compiled, as
 # go test does for them ([no test files]).
-mapfile -t listed < <("$go" list -export -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{if or .TestGoFiles .XTestGoFiles}}1{{end}}' "${pkgs[@]}")
+listed_out="$("$go" list -export -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{if or .TestGoFiles .XTestGoFiles}}1{{end}}' "${pkgs[@]}")"
+mapfile -t listed <<<"$listed_out"
 
 # go test -c -o DIR/ names a binary after the last element of the import
 # path and refuses two packages with the same one, so the k-th package of a
