@@ -94,13 +94,16 @@ test: deps verify test-integration test-python test-typescript test-conformance 
 ## test-unit: the fast tier: every test that needs no apiserver, kubelet or
 ## image build (`go test -short`; the rest skip naming the target that runs
 ## them). No deps: it works on a fresh checkout.
-# Linking ~40 test binaries is most of its time, so: packages whose tests all
-# need the stack (TestMain calls testenv.ExitIfShort) are not built
-# (hack/unit-packages.sh), and the binaries carry no DWARF or symbol table
-# (-s -w: about half the link CPU; stack traces keep file:line).
+# Linking ~40 test binaries (most carry client-go) is most of its cost, so:
+# packages whose tests all need the stack (TestMain calls
+# testenv.ExitIfShort) are not built (hack/unit-packages.sh); the binaries
+# carry no DWARF or symbol table (-s -w: about half the link CPU; stack
+# traces keep file:line); and hack/test-unit.sh keeps them in
+# bin/unit-tests, relinking only the stale ones (go test relinks all of
+# them on every run), then runs every one fresh with -short.
 .PHONY: test-unit
 test-unit:
-	$(GO) test -short -count=1 -ldflags='-s -w' $$(hack/unit-packages.sh)
+	GO=$(GO) hack/test-unit.sh
 
 ## test-integration: every Go test outside test/e2e and test/conformance,
 ## without -short: real kube-apiserver + etcd, devstack, image builds.

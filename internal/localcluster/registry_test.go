@@ -19,6 +19,12 @@ import (
 // hack/registry/build.sh (built on demand, cached).
 func registryCluster(t *testing.T) *Cluster {
 	t.Helper()
+	// Building the registry and running it is the integration tier's job
+	// (the message matches testenv.SkipShortNeeds; importing testenv would
+	// link controller-runtime into this package's unit binary).
+	if testing.Short() {
+		t.Skip("needs the registry binary built by hack/registry/build.sh: skipped under -short, run by `make test-integration`")
+	}
 	out, err := exec.Command("../../hack/registry/build.sh").Output()
 	if err != nil {
 		t.Fatalf("hack/registry/build.sh: %v", err)
