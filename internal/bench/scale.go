@@ -99,8 +99,11 @@ type ScaleResult struct {
 	EtcdBytes       float64       `json:"etcd_size_bytes"`
 	// Extra holds the scenario's own figures (fill time, time to first
 	// claim, writes in the first 60 s, leftovers...).
-	Extra   map[string]float64 `json:"extra,omitempty"`
-	Elapsed time.Duration      `json:"elapsed_ns"`
+	Extra map[string]float64 `json:"extra,omitempty"`
+	// FillStatusTrace attributes the Sandbox status writes of the fill
+	// before this measurement (growth only).
+	FillStatusTrace *StatusTraceResult `json:"fill_status_trace,omitempty"`
+	Elapsed         time.Duration      `json:"elapsed_ns"`
 	// Load is /proc/loadavg when the measurement ended: the machine is
 	// shared, and the numbers mean little without it.
 	Load string `json:"load"`
@@ -383,13 +386,24 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 			}
 		}
 		cfg.logf("growth: filling %d pools of %d", cfg.Namespaces, per)
+		trace, err := StartStatusTrace(ctx, cfg.RestConfig)
+		if err != nil {
+			return out, err
+		}
 		w := cfg.begin(ctx)
 		fill, err := EnsurePools(ctx, c, cfg.Namespaces, per, cfg.Timeout)
 		if err != nil {
+			_, _ = trace.Stop()
 			return out, err
 		}
 		fillRes := &ScaleResult{Sandboxes: n}
 		w.end(ctx, fillRes)
+		traced, err := trace.Stop()
+		if err != nil {
+			return out, err
+		}
+		cfg.logf("growth: Sandbox status writes in the fill: %v PATCH, %v PUT; %s",
+			fillRes.Writes["PATCH sandboxes/status"], fillRes.Writes["PUT sandboxes/status"], traced)
 		cfg.logf("growth: %d Sandboxes in %s; claims at 25/s for 10s", n, fill.Round(time.Millisecond))
 		r, err := cfg.claimWindow(ctx, ScaleGrowth, n, 25, 10*time.Second, per, cfg.Namespaces)
 		if err != nil {
@@ -407,7 +421,11 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 			"fill_new_sandboxes":   float64(n - sumPrev(out)),
 			"fill_sandbox_creates": fillRes.Writes["POST sandboxes"],
 			"fill_pod_creates":     fillRes.Writes["POST pods"],
+			// Attributed by traced: patches that made no new version changed nothing.
+			"fill_sandbox_status_writes":  fillRes.Writes["PATCH sandboxes/status"] + fillRes.Writes["PUT sandboxes/status"],
+			"fill_sandbox_status_changes": float64(traced.Changes),
 		}
+		r.FillStatusTrace = traced
 		out = append(out, r)
 	}
 	return out, nil
