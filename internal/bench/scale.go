@@ -424,6 +424,7 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 			// Attributed by traced: patches that made no new version changed nothing.
 			"fill_sandbox_status_writes":  fillRes.Writes["PATCH sandboxes/status"] + fillRes.Writes["PUT sandboxes/status"],
 			"fill_sandbox_status_changes": float64(traced.Changes),
+			"fill_not_ready_rewrites":     float64(traced.NotReadyRewrites),
 		}
 		r.FillStatusTrace = traced
 		out = append(out, r)

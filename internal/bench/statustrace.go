@@ -39,7 +39,9 @@ type StatusTrace struct {
 	// metaOnly counts new versions whose status did not change (spec or
 	// metadata writes).
 	metaOnly int
-	err      error
+	// notReadyRewrites counts changes from one not-ready status to another.
+	notReadyRewrites int
+	err              error
 }
 
 // StartStatusTrace starts watching Sandboxes in every namespace from the
@@ -132,6 +134,9 @@ func (t *StatusTrace) observe(typ watch.EventType, sb *sandboxv1beta1.Sandbox) {
 			return
 		}
 		t.transitions[DescribeStatusChange(old, &sb.Status)]++
+		if len(old.Conditions) > 0 && !sandboxReady(old) && !sandboxReady(&sb.Status) {
+			t.notReadyRewrites++
+		}
 		t.seen[uid]++
 		t.last[uid] = sb.Status.DeepCopy()
 	case watch.Deleted:
@@ -149,6 +154,14 @@ type StatusTraceResult struct {
 	PerSandbox map[int]int `json:"per_sandbox"`
 	// MetadataOnly counts new versions with an unchanged status.
 	MetadataOnly int `json:"metadata_only"`
+	// NotReadyRewrites counts changes from a not-ready status to another
+	// not-ready one: the writes beyond "first status, then Ready" of a
+	// Sandbox that starts.
+	NotReadyRewrites int `json:"not_ready_rewrites"`
+}
+
+func sandboxReady(s *sandboxv1beta1.SandboxStatus) bool {
+	return meta.IsStatusConditionTrue(s.Conditions, sandboxv1beta1.SandboxConditionReady)
 }
 
 // Stop ends the trace and returns what it saw, or the error that made it
@@ -158,7 +171,8 @@ func (t *StatusTrace) Stop() (*StatusTraceResult, error) {
 	<-t.done
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := &StatusTraceResult{Transitions: map[string]int{}, PerSandbox: map[int]int{}, MetadataOnly: t.metaOnly}
+	r := &StatusTraceResult{Transitions: map[string]int{}, PerSandbox: map[int]int{}, MetadataOnly: t.metaOnly,
+		NotReadyRewrites: t.notReadyRewrites}
 	for k, v := range t.transitions {
 		r.Transitions[k] = v
 		r.Changes += v
@@ -182,7 +196,8 @@ func (r *StatusTraceResult) String() string {
 		return keys[i] < keys[j]
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d status changes (metadata-only versions %d); per Sandbox %v\n", r.Changes, r.MetadataOnly, r.PerSandbox)
+	fmt.Fprintf(&b, "%d status changes (not-ready to not-ready %d, metadata-only versions %d); per Sandbox %v\n",
+		r.Changes, r.NotReadyRewrites, r.MetadataOnly, r.PerSandbox)
 	for _, k := range keys {
 		fmt.Fprintf(&b, "  %6d  %s\n", r.Transitions[k], k)
 	}

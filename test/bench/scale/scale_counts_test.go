@@ -12,7 +12,8 @@ import (
 // timings, at AGENT_SANDBOX_SCALE_TEST_SANDBOXES (default 500) Sandboxes
 // over 10 pools on 10 kwok nodes:
 //   - filling the pools creates exactly one Sandbox and one Pod per
-//     replica (no over-creation);
+//     replica (no over-creation), and every Sandbox status write changes
+//     something, at most 3 per Sandbox, few of them not-ready rewrites;
 //   - a warm claim costs at most 3 claim-path writes (the budget) and every
 //     claim is served warm, without errors;
 //   - a controller restart rewrites nothing that is already right: the
@@ -38,6 +39,27 @@ func TestScaleCounts(t *testing.T) {
 		}
 		if r.Errors != 0 || r.Ready != r.Claims || r.Warm != r.Claims {
 			t.Errorf("%d claims: %d ready, %d warm, %d errors; want all ready and warm", r.Claims, r.Ready, r.Warm, r.Errors)
+		}
+		// Sandbox status writes in the fill: each one changes something
+		// (a patch that changes nothing makes no new version), no Sandbox
+		// costs more than 3, and the not-ready refinements written on their
+		// own (PodScheduled Unknown -> True before Ready; 35% of the
+		// Sandboxes before they waited for the Ready write) stay rare.
+		if noop := r.Extra["fill_sandbox_status_writes"] - r.Extra["fill_sandbox_status_changes"]; noop != 0 {
+			t.Errorf("%.0f Sandbox status writes in the fill changed nothing (%.0f writes, %.0f changes)", noop,
+				r.Extra["fill_sandbox_status_writes"], r.Extra["fill_sandbox_status_changes"])
+		}
+		if tr := r.FillStatusTrace; tr != nil {
+			for k, v := range tr.PerSandbox {
+				if k > 3 {
+					t.Errorf("%d Sandboxes cost %d status writes each in the fill (budget 3): %s", v, k, tr)
+				}
+			}
+			if tr.NotReadyRewrites > n/10 {
+				t.Errorf("%d not-ready status rewrites for %d Sandboxes (want <= %d): %s", tr.NotReadyRewrites, n, n/10, tr)
+			}
+		} else {
+			t.Errorf("no status trace of the fill")
 		}
 		if r.ClaimPathWrites > 3 {
 			t.Errorf("%.2f claim-path writes per claim, budget 3 (writes %v)", r.ClaimPathWrites, r.Writes)
