@@ -96,7 +96,12 @@ type ScaleResult struct {
 	ControllerRSS   float64       `json:"controller_peak_rss_bytes"`
 	RSSPer1k        float64       `json:"controller_rss_bytes_per_1k_sandboxes"`
 	APIServerCPU    float64       `json:"apiserver_cpu_seconds"`
-	EtcdBytes       float64       `json:"etcd_size_bytes"`
+	// APIServerCPUWait is the time the apiserver's threads were runnable
+	// but waited for a CPU in the window (/proc schedstat): CPU contention,
+	// not work. ControllerCPUWait is the controller's.
+	APIServerCPUWait  float64 `json:"apiserver_cpu_wait_seconds"`
+	ControllerCPUWait float64 `json:"controller_cpu_wait_seconds"`
+	EtcdBytes         float64 `json:"etcd_size_bytes"`
 	// Extra holds the scenario's own figures (fill time, time to first
 	// claim, writes in the first 60 s, leftovers...).
 	Extra map[string]float64 `json:"extra,omitempty"`
@@ -206,6 +211,10 @@ type window struct {
 	start     time.Time
 	apiErr    error
 	ctrlReset bool // the controller restarted inside the window
+	// apiPID and ctrlPID are the processes whose schedstat the window
+	// reads (0: not found); sched0 are their readings at the start.
+	apiPID, ctrlPID       int
+	apiSched0, ctrlSched0 SchedStat
 }
 
 var apiMetrics = []string{"process_cpu_seconds_total", "apiserver_storage_size_bytes"}
@@ -222,6 +231,14 @@ func (cfg *ScaleConfig) begin(ctx context.Context) *window {
 		w.ctrl0, _ = scrapeURL(ctx, w.ctrlURL, ctrlMetrics...)
 	}
 	w.peak = cfg.peakSampler(ctx)
+	if w.apiPID = findAPIServerPID(w.rc.Host); w.apiPID > 0 {
+		w.apiSched0, _ = ProcSchedStat(w.apiPID)
+	}
+	if cfg.ControllerPID != nil {
+		if w.ctrlPID = cfg.ControllerPID(); w.ctrlPID > 0 {
+			w.ctrlSched0, _ = ProcSchedStat(w.ctrlPID)
+		}
+	}
 	return w
 }
 
@@ -229,6 +246,24 @@ func (cfg *ScaleConfig) begin(ctx context.Context) *window {
 func (w *window) end(ctx context.Context, r *ScaleResult) {
 	r.Elapsed = time.Since(w.start)
 	r.ControllerRSS = w.peak.stop()
+	if w.apiPID > 0 {
+		if s, err := ProcSchedStat(w.apiPID); err == nil {
+			r.APIServerCPUWait = s.Sub(w.apiSched0).Wait.Seconds()
+		}
+	}
+	// A controller restarted inside the window is another process: its
+	// whole wait so far is the window's.
+	if w.cfg.ControllerPID != nil {
+		if pid := w.cfg.ControllerPID(); pid > 0 {
+			before := w.ctrlSched0
+			if pid != w.ctrlPID {
+				before = SchedStat{}
+			}
+			if s, err := ProcSchedStat(pid); err == nil {
+				r.ControllerCPUWait = s.Sub(before).Wait.Seconds()
+			}
+		}
+	}
 	if w.apiErr == nil {
 		if api1, err := scrapeAPIServer(ctx, w.rc, apiMetrics...); err == nil {
 			r.APIServerCPU = api1.Values["process_cpu_seconds_total"] - w.api0.Values["process_cpu_seconds_total"]

@@ -142,6 +142,8 @@ func report(b *testing.B, r *bench.ScaleResult, suffix string) {
 	m(r.ControllerRSS/(1<<20), "ctrl_rss_MiB")
 	m(r.RSSPer1k/(1<<20), "ctrl_rss_MiB/1k_sandboxes")
 	m(r.APIServerCPU, "apiserver_cpu_s")
+	m(r.APIServerCPUWait, "apiserver_cpu_wait_s")
+	m(r.ControllerCPUWait, "ctrl_cpu_wait_s")
 	m(r.EtcdBytes/(1<<20), "etcd_MiB")
 	for k, v := range r.Extra {
 		m(v, k)
