@@ -13,7 +13,7 @@ import (
 // over 10 pools on 10 kwok nodes:
 //   - filling the pools creates exactly one Sandbox and one Pod per
 //     replica (no over-creation), and every Sandbox status write changes
-//     something, at most 3 per Sandbox, few of them not-ready rewrites;
+//     something, at most 3 per Sandbox;
 //   - a warm claim costs at most 3 claim-path writes (the budget) and every
 //     claim is served warm, without errors;
 //   - a controller restart rewrites nothing that is already right: the
@@ -41,22 +41,21 @@ func TestScaleCounts(t *testing.T) {
 			t.Errorf("%d claims: %d ready, %d warm, %d errors; want all ready and warm", r.Claims, r.Ready, r.Warm, r.Errors)
 		}
 		// Sandbox status writes in the fill: each one changes something
-		// (a patch that changes nothing makes no new version), no Sandbox
-		// costs more than 3, and the not-ready refinements written on their
-		// own (PodScheduled Unknown -> True before Ready; 35% of the
-		// Sandboxes before they waited for the Ready write) stay rare.
+		// (a patch that changes nothing makes no new version) and no
+		// Sandbox costs more than 3. How many cost 3 (a not-ready rewrite:
+		// the Pod placed more than 5 s before it turned Ready) depends on
+		// the machine's load, so it is logged, not held; the write policy
+		// itself is held by TestStartingSandboxStatusWrites.
 		if noop := r.Extra["fill_sandbox_status_writes"] - r.Extra["fill_sandbox_status_changes"]; noop != 0 {
 			t.Errorf("%.0f Sandbox status writes in the fill changed nothing (%.0f writes, %.0f changes)", noop,
 				r.Extra["fill_sandbox_status_writes"], r.Extra["fill_sandbox_status_changes"])
 		}
 		if tr := r.FillStatusTrace; tr != nil {
+			t.Logf("fill status writes: %s", tr)
 			for k, v := range tr.PerSandbox {
 				if k > 3 {
 					t.Errorf("%d Sandboxes cost %d status writes each in the fill (budget 3): %s", v, k, tr)
 				}
-			}
-			if tr.NotReadyRewrites > n/10 {
-				t.Errorf("%d not-ready status rewrites for %d Sandboxes (want <= %d): %s", tr.NotReadyRewrites, n, n/10, tr)
 			}
 		} else {
 			t.Errorf("no status trace of the fill")
