@@ -260,6 +260,7 @@ func BenchmarkGrowth(b *testing.B) {
 		}
 		for _, r := range rs {
 			report(b, r, fmt.Sprintf("@%d", r.Sandboxes))
+			checkGrowthCounts(b, r)
 		}
 		if dir := save(b, "growth", rs); dir != "" {
 			if err := bench.PlotGrowth(rs, filepath.Join(dir, "growth.png")); err != nil {
@@ -283,6 +284,7 @@ func BenchmarkRestart(b *testing.B) {
 		report(b, r, "")
 		b.Logf("writes in the first 60 s: %v", r.Writes)
 		save(b, "restart", r)
+		checkRestartCounts(b, r)
 	}
 }
 
@@ -300,6 +302,7 @@ func BenchmarkMassDelete(b *testing.B) {
 		report(b, r, "")
 		b.Logf("deletion writes: %v", r.Writes)
 		save(b, "delete", r)
+		checkDeleteCounts(b, r)
 	}
 }
 
@@ -328,6 +331,7 @@ func BenchmarkScaleAll(b *testing.B) {
 		rs, err := bench.RunGrowth(ctx, cfg, sz)
 		for _, r := range rs {
 			report(b, r, fmt.Sprintf("@%d", r.Sandboxes))
+			checkGrowthCounts(b, r)
 		}
 		if dir := save(b, "growth", rs); dir != "" && len(rs) > 0 {
 			if err := bench.PlotGrowth(rs, filepath.Join(dir, "growth.png")); err != nil {
@@ -344,6 +348,7 @@ func BenchmarkScaleAll(b *testing.B) {
 		report(b, r, "@restart")
 		b.Logf("restart writes in the first 60 s: %v", r.Writes)
 		save(b, "restart", r)
+		checkRestartCounts(b, r)
 		r, err = bench.RunMassDelete(ctx, cfg, del)
 		if err != nil {
 			b.Fatal(err)
@@ -351,5 +356,6 @@ func BenchmarkScaleAll(b *testing.B) {
 		report(b, r, "@delete")
 		b.Logf("deletion writes: %v", r.Writes)
 		save(b, "delete", r)
+		checkDeleteCounts(b, r)
 	}
 }
