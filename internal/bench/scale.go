@@ -88,7 +88,10 @@ type ScaleResult struct {
 	CtrlP99          float64 `json:"controller_p99_ms"`
 	CtrlObservations float64 `json:"controller_observations"`
 	// Writes are the apiserver's write requests in the window.
-	Writes          RequestCounts `json:"apiserver_writes"`
+	Writes RequestCounts `json:"apiserver_writes"`
+	// FailedWrites are those of Writes the apiserver answered with an
+	// error (AlreadyExists, NotFound, Conflict...).
+	FailedWrites    RequestCounts `json:"apiserver_failed_writes,omitempty"`
 	WritesPerClaim  float64       `json:"writes_per_claim"`
 	ClaimPathWrites float64       `json:"claim_path_writes_per_claim"`
 	ControllerCPU   float64       `json:"controller_cpu_seconds"`
@@ -205,6 +208,7 @@ type window struct {
 	rc        *rest.Config
 	api0      *Samples
 	writes0   RequestCounts
+	failed0   RequestCounts
 	ctrl0     *Samples
 	ctrlURL   string
 	peak      *peakSampler
@@ -226,6 +230,9 @@ func (cfg *ScaleConfig) begin(ctx context.Context) *window {
 	w.api0, w.apiErr = scrapeAPIServer(ctx, w.rc, apiMetrics...)
 	if w.apiErr == nil {
 		w.writes0, w.apiErr = ScrapeAPIServerWrites(ctx, w.rc)
+	}
+	if w.apiErr == nil {
+		w.failed0, w.apiErr = ScrapeAPIServerFailedWrites(ctx, w.rc)
 	}
 	if w.ctrlURL != "" {
 		w.ctrl0, _ = scrapeURL(ctx, w.ctrlURL, ctrlMetrics...)
@@ -274,6 +281,9 @@ func (w *window) end(ctx context.Context, r *ScaleResult) {
 			delete(r.Writes, "PUT leases")
 			delete(r.Writes, "PATCH leases")
 			delete(r.Writes, "POST leases")
+		}
+		if after, err := ScrapeAPIServerFailedWrites(ctx, w.rc); err == nil {
+			r.FailedWrites = after.Sub(w.failed0)
 		}
 	}
 	url := w.cfg.ControllerMetricsURL()
@@ -457,7 +467,12 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 			"fill_sandbox_creates": fillRes.Writes["POST sandboxes"],
 			"fill_pod_creates":     fillRes.Writes["POST pods"],
 			// Attributed by traced: patches that made no new version changed nothing.
-			"fill_sandbox_status_writes":  fillRes.Writes["PATCH sandboxes/status"] + fillRes.Writes["PUT sandboxes/status"],
+			"fill_sandbox_status_writes": fillRes.Writes["PATCH sandboxes/status"] + fillRes.Writes["PUT sandboxes/status"] -
+				fillRes.FailedWrites["PATCH sandboxes/status"] - fillRes.FailedWrites["PUT sandboxes/status"],
+			// Members the pool replaced (stuck past the readiness grace):
+			// each costs a Sandbox and a Pod beyond the new replicas.
+			"fill_sandbox_deletes":        fillRes.Writes["DELETE sandboxes"],
+			"fill_failed_pod_creates":     fillRes.FailedWrites["POST pods"],
 			"fill_sandbox_status_changes": float64(traced.Changes),
 			"fill_not_ready_rewrites":     float64(traced.NotReadyRewrites),
 		}

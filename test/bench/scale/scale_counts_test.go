@@ -59,17 +59,31 @@ func TestScaleCounts(t *testing.T) {
 func checkGrowthCounts(tb testing.TB, r *bench.ScaleResult) {
 	tb.Helper()
 	n := r.Extra["fill_new_sandboxes"]
-	if got := r.Extra["fill_sandbox_creates"]; got != n {
-		tb.Errorf("filling pools with %.0f new Sandboxes created %.0f Sandboxes (over-creation %.0f)", n, got, got-n)
+	// The pool replaces a member not Ready after its readiness grace (5
+	// min, the reference's stuck-member rule); on this shared machine a
+	// 10k fill can take longer than that. Each replacement is one Sandbox
+	// delete and one create more, so the net creates must still be exact,
+	// and each created Sandbox gets exactly one Pod.
+	created, replaced := r.Extra["fill_sandbox_creates"], r.Extra["fill_sandbox_deletes"]
+	if replaced > 0 {
+		tb.Logf("fill to %d: the pool replaced %.0f members stuck past the readiness grace (fill took %.0f s)",
+			r.Sandboxes, replaced, r.Extra["fill_seconds"])
 	}
-	if got := r.Extra["fill_pod_creates"]; got != n {
-		tb.Errorf("filling pools with %.0f new Sandboxes created %.0f Pods", n, got)
+	if created-replaced != n {
+		tb.Errorf("filling pools with %.0f new Sandboxes created %.0f and deleted %.0f Sandboxes (over-creation %.0f)", n, created, replaced, created-replaced-n)
+	}
+	if got := r.Extra["fill_pod_creates"] - r.Extra["fill_failed_pod_creates"]; got != created {
+		tb.Errorf("filling pools created %.0f Sandboxes and %.0f Pods (%.0f Pod create requests failed)", created, got, r.Extra["fill_failed_pod_creates"])
+	}
+	if r.Extra["fill_failed_pod_creates"] != 0 {
+		tb.Errorf("%.0f Pod creates failed in the fill (a create on a stale cache gets AlreadyExists)", r.Extra["fill_failed_pod_creates"])
 	}
 	if r.Errors != 0 || r.Ready != r.Claims || r.Warm != r.Claims {
 		tb.Errorf("%d claims: %d ready, %d warm, %d errors; want all ready and warm", r.Claims, r.Ready, r.Warm, r.Errors)
 	}
-	// Sandbox status writes in the fill: each one changes something (a
-	// patch that changes nothing makes no new version) and no Sandbox
+	// Sandbox status writes in the fill (those the apiserver accepted):
+	// each one changes something (a patch that changes nothing makes no
+	// new version) and no Sandbox
 	// costs more than 3. How many cost 3 (a not-ready rewrite: the Pod
 	// placed more than 5 s before it turned Ready) depends on the
 	// machine's load, so it is logged, not held; the write policy itself
