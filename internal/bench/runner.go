@@ -267,7 +267,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				tr.fail(name, err)
 				return
 			}
-			tr.mark(name, Created, time.Now())
+			tr.markCreated(name, time.Now())
 		}()
 	}
 	wg.Wait()
@@ -466,6 +466,14 @@ func (t *tracker) mark(name, m string, at time.Time) {
 	defer t.mu.Unlock()
 	if tr, ok := t.byName[name]; ok {
 		tr.Mark(m, at)
+	}
+}
+
+func (t *tracker) markCreated(name string, response time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tr, ok := t.byName[name]; ok {
+		tr.MarkCreated(response)
 	}
 }
 

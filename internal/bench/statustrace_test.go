@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"time"
+
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,5 +56,25 @@ func TestStatusTraceAttributes(t *testing.T) {
 	want := "Ready=False/DependenciesNotReady,PodScheduled=Unknown/PodScheduled -> Ready=False/DependenciesNotReady,PodScheduled=True/PodScheduled [nodeName]"
 	if r.Transitions[want] != 1 {
 		t.Errorf("transition %q not counted once:\n%s", want, r)
+	}
+}
+
+// A claim seen bound on the watch before its create response arrived was
+// created by then: the trace stays in order.
+func TestMarkCreatedAfterBound(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	tr := NewTrace("c", t0)
+	tr.Mark(Bound, t0.Add(time.Millisecond))
+	tr.MarkCreated(t0.Add(5 * time.Millisecond))
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := tr.Since(Created); d != time.Millisecond {
+		t.Errorf("created at %v, want the bound milestone's 1ms", d)
+	}
+	tr2 := NewTrace("d", t0)
+	tr2.MarkCreated(t0.Add(5 * time.Millisecond))
+	if d, _ := tr2.Since(Created); d != 5*time.Millisecond {
+		t.Errorf("created at %v, want the response's 5ms", d)
 	}
 }
