@@ -77,6 +77,28 @@ func ScrapeAPIServerWrites(ctx context.Context, cfg *rest.Config) (RequestCounts
 
 // parseRequestTotals extracts write counts from Prometheus text format.
 func parseRequestTotals(r io.Reader) (RequestCounts, error) {
+	return parseRequestTotalsWhere(r, func(string) bool { return true })
+}
+
+// ScrapeAPIServerFailedWrites is ScrapeAPIServerWrites for the write
+// requests the apiserver answered with an error code (4xx, 5xx): a
+// status patch on a Sandbox deleted meanwhile (404) wrote nothing.
+func ScrapeAPIServerFailedWrites(ctx context.Context, cfg *rest.Config) (RequestCounts, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver metrics client: %w", err)
+	}
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").Stream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading apiserver /metrics: %w", err)
+	}
+	defer body.Close()
+	return parseRequestTotalsWhere(body, func(code string) bool { return code != "" && code[0] != '2' })
+}
+
+// parseRequestTotalsWhere is parseRequestTotals for the requests whose
+// HTTP code keep accepts.
+func parseRequestTotalsWhere(r io.Reader, keep func(code string) bool) (RequestCounts, error) {
 	out := RequestCounts{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -91,7 +113,7 @@ func parseRequestTotals(r io.Reader) (RequestCounts, error) {
 			continue
 		}
 		labels := parseLabels(line[len(prefix):end])
-		if !writeVerbs[labels["verb"]] {
+		if !writeVerbs[labels["verb"]] || !keep(labels["code"]) {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)

@@ -50,6 +50,24 @@ func (t *ClaimTrace) Mark(milestone string, at time.Time) {
 	}
 }
 
+// MarkCreated records Created at the create response, or at the earliest
+// milestone already seen if that came first: the claim's watch events race
+// the create response, and a claim seen bound certainly existed by then.
+func (t *ClaimTrace) MarkCreated(response time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.At[Created]; ok {
+		return
+	}
+	at := response
+	for _, seen := range t.At {
+		if seen.Before(at) {
+			at = seen
+		}
+	}
+	t.At[Created] = at
+}
+
 // Since returns the time from Start to a milestone.
 func (t *ClaimTrace) Since(milestone string) (time.Duration, bool) {
 	t.mu.Lock()

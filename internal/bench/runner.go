@@ -267,7 +267,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				tr.fail(name, err)
 				return
 			}
-			tr.mark(name, Created, time.Now())
+			tr.markCreated(name, time.Now())
 		}()
 	}
 	wg.Wait()
@@ -469,6 +469,14 @@ func (t *tracker) mark(name, m string, at time.Time) {
 	}
 }
 
+func (t *tracker) markCreated(name string, response time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tr, ok := t.byName[name]; ok {
+		tr.MarkCreated(response)
+	}
+}
+
 func (t *tracker) fail(name string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -553,10 +561,6 @@ func (t *tracker) observe(claim *extv1beta1.SandboxClaim, now time.Time) {
 	if !ok {
 		return
 	}
-	// A claim the watch shows exists: under load the watch event can reach
-	// this process before the create call's response does, and the claim
-	// was created no later than that (Mark keeps the first time).
-	tr.Mark(Created, now)
 	if _, seen := tr.Since(Ready); !seen && claim.Status.SandboxStatus.Name != "" {
 		tr.Sandbox = claim.Status.SandboxStatus.Name
 		tr.Mark(Bound, now)

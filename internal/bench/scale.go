@@ -88,7 +88,10 @@ type ScaleResult struct {
 	CtrlP99          float64 `json:"controller_p99_ms"`
 	CtrlObservations float64 `json:"controller_observations"`
 	// Writes are the apiserver's write requests in the window.
-	Writes          RequestCounts `json:"apiserver_writes"`
+	Writes RequestCounts `json:"apiserver_writes"`
+	// FailedWrites are those of Writes the apiserver answered with an
+	// error (AlreadyExists, NotFound, Conflict...).
+	FailedWrites    RequestCounts `json:"apiserver_failed_writes,omitempty"`
 	WritesPerClaim  float64       `json:"writes_per_claim"`
 	ClaimPathWrites float64       `json:"claim_path_writes_per_claim"`
 	ControllerCPU   float64       `json:"controller_cpu_seconds"`
@@ -96,11 +99,19 @@ type ScaleResult struct {
 	ControllerRSS   float64       `json:"controller_peak_rss_bytes"`
 	RSSPer1k        float64       `json:"controller_rss_bytes_per_1k_sandboxes"`
 	APIServerCPU    float64       `json:"apiserver_cpu_seconds"`
-	EtcdBytes       float64       `json:"etcd_size_bytes"`
+	// APIServerCPUWait is the time the apiserver's threads were runnable
+	// but waited for a CPU in the window (/proc schedstat): CPU contention,
+	// not work. ControllerCPUWait is the controller's.
+	APIServerCPUWait  float64 `json:"apiserver_cpu_wait_seconds"`
+	ControllerCPUWait float64 `json:"controller_cpu_wait_seconds"`
+	EtcdBytes         float64 `json:"etcd_size_bytes"`
 	// Extra holds the scenario's own figures (fill time, time to first
 	// claim, writes in the first 60 s, leftovers...).
-	Extra   map[string]float64 `json:"extra,omitempty"`
-	Elapsed time.Duration      `json:"elapsed_ns"`
+	Extra map[string]float64 `json:"extra,omitempty"`
+	// FillStatusTrace attributes the Sandbox status writes of the fill
+	// before this measurement (growth only).
+	FillStatusTrace *StatusTraceResult `json:"fill_status_trace,omitempty"`
+	Elapsed         time.Duration      `json:"elapsed_ns"`
 	// Load is /proc/loadavg when the measurement ended: the machine is
 	// shared, and the numbers mean little without it.
 	Load string `json:"load"`
@@ -197,11 +208,16 @@ type window struct {
 	rc      *rest.Config
 	api0    *Samples
 	writes0 RequestCounts
+	failed0 RequestCounts
 	ctrl0   *Samples
 	ctrlURL string
 	peak    *peakSampler
 	start   time.Time
 	apiErr  error
+	// apiPID and ctrlPID are the processes whose schedstat the window
+	// reads (0: not found); sched0 are their readings at the start.
+	apiPID, ctrlPID       int
+	apiSched0, ctrlSched0 SchedStat
 }
 
 var apiMetrics = []string{"process_cpu_seconds_total", "apiserver_storage_size_bytes"}
@@ -214,10 +230,21 @@ func (cfg *ScaleConfig) begin(ctx context.Context) *window {
 	if w.apiErr == nil {
 		w.writes0, w.apiErr = ScrapeAPIServerWrites(ctx, w.rc)
 	}
+	if w.apiErr == nil {
+		w.failed0, w.apiErr = ScrapeAPIServerFailedWrites(ctx, w.rc)
+	}
 	if w.ctrlURL != "" {
 		w.ctrl0, _ = scrapeURL(ctx, w.ctrlURL, ctrlMetrics...)
 	}
 	w.peak = cfg.peakSampler(ctx)
+	if w.apiPID = findAPIServerPID(w.rc.Host); w.apiPID > 0 {
+		w.apiSched0, _ = ProcSchedStat(w.apiPID)
+	}
+	if cfg.ControllerPID != nil {
+		if w.ctrlPID = cfg.ControllerPID(); w.ctrlPID > 0 {
+			w.ctrlSched0, _ = ProcSchedStat(w.ctrlPID)
+		}
+	}
 	return w
 }
 
@@ -225,6 +252,24 @@ func (cfg *ScaleConfig) begin(ctx context.Context) *window {
 func (w *window) end(ctx context.Context, r *ScaleResult) {
 	r.Elapsed = time.Since(w.start)
 	r.ControllerRSS = w.peak.stop()
+	if w.apiPID > 0 {
+		if s, err := ProcSchedStat(w.apiPID); err == nil {
+			r.APIServerCPUWait = s.Sub(w.apiSched0).Wait.Seconds()
+		}
+	}
+	// A controller restarted inside the window is another process: its
+	// whole wait so far is the window's.
+	if w.cfg.ControllerPID != nil {
+		if pid := w.cfg.ControllerPID(); pid > 0 {
+			before := w.ctrlSched0
+			if pid != w.ctrlPID {
+				before = SchedStat{}
+			}
+			if s, err := ProcSchedStat(pid); err == nil {
+				r.ControllerCPUWait = s.Sub(before).Wait.Seconds()
+			}
+		}
+	}
 	if w.apiErr == nil {
 		if api1, err := scrapeAPIServer(ctx, w.rc, apiMetrics...); err == nil {
 			r.APIServerCPU = api1.Values["process_cpu_seconds_total"] - w.api0.Values["process_cpu_seconds_total"]
@@ -235,6 +280,9 @@ func (w *window) end(ctx context.Context, r *ScaleResult) {
 			delete(r.Writes, "PUT leases")
 			delete(r.Writes, "PATCH leases")
 			delete(r.Writes, "POST leases")
+		}
+		if after, err := ScrapeAPIServerFailedWrites(ctx, w.rc); err == nil {
+			r.FailedWrites = after.Sub(w.failed0)
 		}
 	}
 	url := w.cfg.ControllerMetricsURL()
@@ -385,13 +433,24 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 			}
 		}
 		cfg.logf("growth: filling %d pools of %d", cfg.Namespaces, per)
+		trace, err := StartStatusTrace(ctx, cfg.RestConfig)
+		if err != nil {
+			return out, err
+		}
 		w := cfg.begin(ctx)
 		fill, err := EnsurePools(ctx, c, cfg.Namespaces, per, cfg.Timeout)
 		if err != nil {
+			_, _ = trace.Stop()
 			return out, err
 		}
 		fillRes := &ScaleResult{Sandboxes: n}
 		w.end(ctx, fillRes)
+		traced, err := trace.Stop()
+		if err != nil {
+			return out, err
+		}
+		cfg.logf("growth: Sandbox status writes in the fill: %v PATCH, %v PUT; %s",
+			fillRes.Writes["PATCH sandboxes/status"], fillRes.Writes["PUT sandboxes/status"], traced)
 		cfg.logf("growth: %d Sandboxes in %s; claims at 25/s for 10s", n, fill.Round(time.Millisecond))
 		r, err := cfg.claimWindow(ctx, ScaleGrowth, n, 25, 10*time.Second, per, cfg.Namespaces)
 		if err != nil {
@@ -409,7 +468,17 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 			"fill_new_sandboxes":   float64(n - sumPrev(out)),
 			"fill_sandbox_creates": fillRes.Writes["POST sandboxes"],
 			"fill_pod_creates":     fillRes.Writes["POST pods"],
+			// Attributed by traced: patches that made no new version changed nothing.
+			"fill_sandbox_status_writes": fillRes.Writes["PATCH sandboxes/status"] + fillRes.Writes["PUT sandboxes/status"] -
+				fillRes.FailedWrites["PATCH sandboxes/status"] - fillRes.FailedWrites["PUT sandboxes/status"],
+			// Members the pool replaced (stuck past the readiness grace):
+			// each costs a Sandbox and a Pod beyond the new replicas.
+			"fill_sandbox_deletes":        fillRes.Writes["DELETE sandboxes"],
+			"fill_failed_pod_creates":     fillRes.FailedWrites["POST pods"],
+			"fill_sandbox_status_changes": float64(traced.Changes),
+			"fill_not_ready_rewrites":     float64(traced.NotReadyRewrites),
 		}
+		r.FillStatusTrace = traced
 		out = append(out, r)
 	}
 	return out, nil

@@ -70,24 +70,42 @@ func serviceRequired(sb *sandboxv1beta1.Sandbox, svc *corev1.Service) bool {
 // how long to wait before a deferred write is due.
 func (r *Reconciler) writeStatus(ctx context.Context, sb *sandboxv1beta1.Sandbox, old *sandboxv1beta1.SandboxStatus) (time.Duration, error) {
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
-	if equality.Semantic.DeepEqual(old, &sb.Status) {
-		r.clock.forget(key)
-		return 0, nil
-	}
-	if nodeNameOnlyChange(old, &sb.Status) && !isReady(&sb.Status) {
-		// The node name rides along with the next write (normally Ready).
-		return 0, nil
-	}
-	if w := r.Options.StatusCoalesceWindow; w > 0 && refinesNotReady(old, &sb.Status) {
-		if wait := r.clock.wait(key, r.now(), w); wait > 0 {
-			return wait, nil
-		}
+	write, wait := r.statusDue(key, old, &sb.Status)
+	if !write {
+		return wait, nil
 	}
 	if err := r.patchStatus(ctx, sb, old); err != nil {
 		return 0, err
 	}
 	r.clock.forget(key)
 	return 0, nil
+}
+
+// statusDue decides whether a pass writes the status cur over old now; if
+// not, wait is when a deferred write is due (0: nothing to write).
+func (r *Reconciler) statusDue(key types.NamespacedName, old, cur *sandboxv1beta1.SandboxStatus) (write bool, wait time.Duration) {
+	if equality.Semantic.DeepEqual(old, cur) {
+		r.clock.forget(key)
+		return false, 0
+	}
+	if nodeNameOnlyChange(old, cur) && !isReady(cur) {
+		// The node name rides along with the next write (normally Ready).
+		return false, 0
+	}
+	if w := r.Options.StatusCoalesceWindow; w > 0 && refinesNotReady(old, cur) {
+		if schedulingOnlyChange(old, cur) {
+			// The scheduler placed a Pod whose not-ready status is already
+			// written: on its own that write would be the second of three
+			// (first not-ready, scheduled, Ready). It waits longer, for the
+			// Ready write it normally rides along with; the bound keeps a
+			// slow start (an image pull) from hiding the placement.
+			w *= scheduledRideAlong
+		}
+		if wait := r.clock.wait(key, r.now(), w); wait > 0 {
+			return false, wait
+		}
+	}
+	return true, 0
 }
 
 func (r *Reconciler) patchStatus(ctx context.Context, sb *sandboxv1beta1.Sandbox, old *sandboxv1beta1.SandboxStatus) error {
@@ -140,6 +158,27 @@ func statusMergePatch(old, cur *sandboxv1beta1.SandboxStatus) ([]byte, error) {
 
 func isReady(s *sandboxv1beta1.SandboxStatus) bool {
 	return meta.IsStatusConditionTrue(s.Conditions, sandboxv1beta1.SandboxConditionReady)
+}
+
+// scheduledRideAlong is how many coalesce windows a scheduling-only
+// change of a not-ready Sandbox may wait for the next write.
+const scheduledRideAlong = 5
+
+// schedulingOnlyChange reports a change of only the node name and the
+// PodScheduled condition to True, on a status that already has conditions
+// (the first status is the coalesce window's, not this).
+func schedulingOnlyChange(old, cur *sandboxv1beta1.SandboxStatus) bool {
+	if len(old.Conditions) == 0 {
+		return false
+	}
+	c := meta.FindStatusCondition(cur.Conditions, sandboxv1beta1.SandboxConditionPodScheduled)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false
+	}
+	o := old.DeepCopy()
+	o.NodeName = cur.NodeName
+	meta.SetStatusCondition(&o.Conditions, *c)
+	return equality.Semantic.DeepEqual(o, cur)
 }
 
 func nodeNameOnlyChange(old, cur *sandboxv1beta1.SandboxStatus) bool {

@@ -142,6 +142,8 @@ func report(b *testing.B, r *bench.ScaleResult, suffix string) {
 	m(r.ControllerRSS/(1<<20), "ctrl_rss_MiB")
 	m(r.RSSPer1k/(1<<20), "ctrl_rss_MiB/1k_sandboxes")
 	m(r.APIServerCPU, "apiserver_cpu_s")
+	m(r.APIServerCPUWait, "apiserver_cpu_wait_s")
+	m(r.ControllerCPUWait, "ctrl_cpu_wait_s")
 	m(r.EtcdBytes/(1<<20), "etcd_MiB")
 	for k, v := range r.Extra {
 		m(v, k)
@@ -258,6 +260,7 @@ func BenchmarkGrowth(b *testing.B) {
 		}
 		for _, r := range rs {
 			report(b, r, fmt.Sprintf("@%d", r.Sandboxes))
+			checkGrowthCounts(b, r)
 		}
 		if dir := save(b, "growth", rs); dir != "" {
 			if err := bench.PlotGrowth(rs, filepath.Join(dir, "growth.png")); err != nil {
@@ -281,6 +284,7 @@ func BenchmarkRestart(b *testing.B) {
 		report(b, r, "")
 		b.Logf("writes in the first 60 s: %v", r.Writes)
 		save(b, "restart", r)
+		checkRestartCounts(b, r)
 	}
 }
 
@@ -298,6 +302,7 @@ func BenchmarkMassDelete(b *testing.B) {
 		report(b, r, "")
 		b.Logf("deletion writes: %v", r.Writes)
 		save(b, "delete", r)
+		checkDeleteCounts(b, r)
 	}
 }
 
@@ -326,6 +331,7 @@ func BenchmarkScaleAll(b *testing.B) {
 		rs, err := bench.RunGrowth(ctx, cfg, sz)
 		for _, r := range rs {
 			report(b, r, fmt.Sprintf("@%d", r.Sandboxes))
+			checkGrowthCounts(b, r)
 		}
 		if dir := save(b, "growth", rs); dir != "" && len(rs) > 0 {
 			if err := bench.PlotGrowth(rs, filepath.Join(dir, "growth.png")); err != nil {
@@ -342,6 +348,7 @@ func BenchmarkScaleAll(b *testing.B) {
 		report(b, r, "@restart")
 		b.Logf("restart writes in the first 60 s: %v", r.Writes)
 		save(b, "restart", r)
+		checkRestartCounts(b, r)
 		r, err = bench.RunMassDelete(ctx, cfg, del)
 		if err != nil {
 			b.Fatal(err)
@@ -349,5 +356,6 @@ func BenchmarkScaleAll(b *testing.B) {
 		report(b, r, "@delete")
 		b.Logf("deletion writes: %v", r.Writes)
 		save(b, "delete", r)
+		checkDeleteCounts(b, r)
 	}
 }
