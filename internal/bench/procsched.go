@@ -28,8 +28,11 @@ func (s SchedStat) Sub(before SchedStat) SchedStat {
 // window are not counted (the Go runtime keeps its threads).
 func ProcSchedStat(pid int) (SchedStat, error) {
 	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(files) == 0 {
-		return SchedStat{}, fmt.Errorf("no schedstat for process %d (%v)", pid, err)
+	if err != nil {
+		return SchedStat{}, fmt.Errorf("schedstat of process %d: %w", pid, err)
+	}
+	if len(files) == 0 {
+		return SchedStat{}, fmt.Errorf("no schedstat for process %d", pid)
 	}
 	var s SchedStat
 	for _, f := range files {

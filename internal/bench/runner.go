@@ -461,14 +461,6 @@ func (t *tracker) add(name string) *ClaimTrace {
 	return tr
 }
 
-func (t *tracker) mark(name, m string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if tr, ok := t.byName[name]; ok {
-		tr.Mark(m, at)
-	}
-}
-
 func (t *tracker) markCreated(name string, response time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

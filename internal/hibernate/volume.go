@@ -83,8 +83,11 @@ func (c Checkpointer) FindVolume(pod *corev1.Pod, sandboxID string) (*Volume, er
 					return nil, fmt.Errorf("locating volume %q: %w", v.Name, err)
 				}
 				fi, err := os.Lstat(src)
-				if err != nil || !fi.IsDir() {
-					return nil, fmt.Errorf("volume %q: host path %s is not a directory (%v)", v.Name, src, err)
+				if err != nil {
+					return nil, fmt.Errorf("volume %q: host path %s: %w", v.Name, src, err)
+				}
+				if !fi.IsDir() {
+					return nil, fmt.Errorf("volume %q: host path %s is not a directory", v.Name, src)
 				}
 				ref := src
 				if uid := string(pod.UID); uid != "" && strings.Contains(src, "/"+uid+"/") {

@@ -122,11 +122,13 @@ func TestCheckpointOntoVolume(t *testing.T) {
 func TestPublishToVolumeStaysInsideTheVolume(t *testing.T) {
 	for name, plant := range map[string]func(t *testing.T, vol, outside string){
 		"hidden dir is a symlink out": func(t *testing.T, vol, outside string) {
+			t.Helper()
 			if err := os.Symlink(outside, filepath.Join(vol, VolumeSnapshotDir)); err != nil {
 				t.Fatal(err)
 			}
 		},
 		"snapshot name is a symlink out": func(t *testing.T, vol, outside string) {
+			t.Helper()
 			if err := os.MkdirAll(filepath.Join(vol, VolumeSnapshotDir), 0o755); err != nil {
 				t.Fatal(err)
 			}

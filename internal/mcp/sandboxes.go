@@ -61,7 +61,7 @@ func (s *Server) own(ctx context.Context, ss *sdk.ServerSession, in claimIn) (st
 	if err != nil {
 		return "", nil, err
 	}
-	notFound := fmt.Errorf(sandboxNotFoundMessageForm, in.SandboxClaimName, ns)
+	notFound := fmt.Errorf(sandboxNotFoundMessageForm, in.SandboxClaimName, ns) //nolint:staticcheck // ST1005: the reference's MCP server returns this exact sentence, full stop included
 	if len(validation.IsDNS1123Subdomain(in.SandboxClaimName)) > 0 {
 		return "", nil, notFound
 	}

@@ -191,7 +191,7 @@ func TestDeepHibernationCheckpointDiskFull(t *testing.T) {
 	sb := waitSandboxReady(t, c, name)
 	before := readCounter(ctx, t, sb.Status.PodIPs[0])
 
-	sb, took := suspendDeep(t, c, name)
+	_, took := suspendDeep(t, c, name)
 	sb = waitMemoryCondition(t, c, name, sandboxv1beta1.ReasonCheckpointFailed, time.Minute)
 	cond := meta.FindStatusCondition(sb.Status.Conditions, sandboxv1beta1.SandboxConditionMemorySnapshot)
 	t.Logf("suspend on a full disk took %s: %s", took.Round(time.Millisecond), cond.Message)

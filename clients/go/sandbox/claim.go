@@ -214,7 +214,7 @@ func (s *Sandbox) create(ctx context.Context) (err error) {
 type earlyDial struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	strat  ConnectionStrategy
+	cs     ConnectionStrategy
 	base   string
 	err    error
 }
@@ -230,7 +230,7 @@ func (s *Sandbox) dialEarly(ctx context.Context, cancelWait context.CancelCauseF
 	dctx, cancel := context.WithCancel(ctx)
 	e := &earlyDial{cancel: cancel, done: make(chan struct{})}
 	go func() {
-		e.strat, e.base, e.err = s.dial(dctx)
+		e.cs, e.base, e.err = s.dial(dctx)
 		close(e.done) // before cancelWait, so failed() sees the error
 		if e.err != nil {
 			cancelWait(e.err)
@@ -246,7 +246,7 @@ func (e *earlyDial) connection(s *Sandbox, st sandboxState) (*connection, error)
 	if e.err != nil {
 		return nil, e.err
 	}
-	return s.assemble(e.strat, e.base, st)
+	return s.assemble(e.cs, e.base, st)
 }
 
 // failed reports whether the early transport has failed already.
@@ -269,8 +269,8 @@ func (e *earlyDial) discard() {
 	}
 	e.cancel()
 	<-e.done
-	if e.err == nil && e.strat != nil {
-		_ = e.strat.Close()
+	if e.err == nil && e.cs != nil {
+		_ = e.cs.Close()
 	}
 }
 

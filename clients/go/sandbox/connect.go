@@ -157,11 +157,11 @@ func (m mode) needsSandbox() bool { return m == modePodTunnel || m == modeInClus
 // connect establishes a connection to the sandbox described by st. On
 // error the returned connection (if any) must be closed by the caller.
 func (s *Sandbox) connect(ctx context.Context, st sandboxState) (*connection, error) {
-	strat, base, err := s.dialFor(ctx, st)
+	cs, base, err := s.dialFor(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	return s.assemble(strat, base, st)
+	return s.assemble(cs, base, st)
 }
 
 // dial sets up the transport of a mode that does not need the sandbox.
@@ -173,24 +173,24 @@ func (s *Sandbox) dial(ctx context.Context) (ConnectionStrategy, string, error) 
 // strategy is closed.
 func (s *Sandbox) dialFor(ctx context.Context, st sandboxState) (ConnectionStrategy, string, error) {
 	o := &s.opts
-	strat := s.newStrategy(st)
+	cs := s.newStrategy(st)
 	cctx, span := s.tracer.Start(ctx, s.svc+s.mode.spanSuffix())
 	if s.mode == modeGateway {
 		span.SetAttributes(attribute.String(attrGatewayName, o.GatewayName), attribute.String(attrGatewayNamespace, o.GatewayNamespace))
 	}
-	base, err := strat.Connect(cctx)
+	base, err := cs.Connect(cctx)
 	recordErr(span, err)
 	span.End()
 	if err != nil {
-		_ = strat.Close()
+		_ = cs.Close()
 		return nil, "", err
 	}
-	return strat, base, nil
+	return cs, base, nil
 }
 
 // assemble builds the connection to the sandbox st over a connected
 // strategy. On error the returned connection must be closed by the caller.
-func (s *Sandbox) assemble(strat ConnectionStrategy, base string, st sandboxState) (*connection, error) {
+func (s *Sandbox) assemble(cs ConnectionStrategy, base string, st sandboxState) (*connection, error) {
 	o := &s.opts
 	ep := endpoint{baseURL: base, port: o.ServerPort, grpcPort: o.SandboxdGRPCPort}
 	if o.Runtime == RuntimeSandboxd {
@@ -206,7 +206,7 @@ func (s *Sandbox) assemble(strat ConnectionStrategy, base string, st sandboxStat
 			ep.grpcTarget, ep.grpcRouted, ep.grpcTLS = hostPort(u), true, u.Scheme == "https"
 		}
 	default:
-		if gt, ok := strat.(grpcTargeter); ok {
+		if gt, ok := cs.(grpcTargeter); ok {
 			ep.grpcTarget = gt.GRPCTarget()
 		}
 	}
@@ -218,7 +218,7 @@ func (s *Sandbox) assemble(strat ConnectionStrategy, base string, st sandboxStat
 		rt = s.helper.sharedTransport(o.PerAttemptTimeout)
 	}
 	conn := &connection{
-		strategy:   strat,
+		strategy:   cs,
 		ep:         ep,
 		sharedHTTP: shared,
 		closed:     make(chan struct{}),
