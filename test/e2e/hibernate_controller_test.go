@@ -239,27 +239,15 @@ for i in range(50):
 }
 
 // TestDeepHibernationWithVolume: a Sandbox with a PersistentVolumeClaim
-// keeps both its files (the volume) and its memory (the node-local
-// snapshot) across a deep suspend.
+// keeps both its files and its memory (the snapshot, which then lives on
+// that volume) across a deep suspend.
 func TestDeepHibernationWithVolume(t *testing.T) {
 	c := ensureController(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const name = "hib-vol"
-	if err := c.Create(ctx, counterSandbox(name, 64, true)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		deleteSandbox(t, c, name)
-		waitGone(t, c, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "data-" + name}})
-	})
-	sb := waitSandboxReady(t, c, name)
-	before := readCounter(ctx, t, sb.Status.PodIPs[0])
-	marker := execInPod(ctx, t, name, "cat", "/data/marker")
-	if strings.TrimSpace(marker) == "" {
-		t.Fatal("no marker written to the volume")
-	}
-	sb, _ = suspendDeep(t, c, name)
+	_, before, marker := createVolumeSandbox(t, c, name)
+	sb, _ := suspendDeep(t, c, name)
 	if sb.Status.MemorySnapshot == nil {
 		t.Fatalf("no memory snapshot for the volume Sandbox: %s", memoryReason(sb))
 	}
