@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/agent-sandbox/internal/migrate"
@@ -81,4 +82,4 @@ func newMigrateCommand(prog string, flags *clusterFlags) *cobra.Command {
 
 // migrateScheme adds what the migration reads besides unstructured
 // objects: CRDs (storedVersions).
-var migrateScheme = scheme.Must(scheme.CRDs)
+var migrateScheme = scheme.Must(apiextensionsv1.AddToScheme)

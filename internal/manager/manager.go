@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -57,7 +58,7 @@ type Options struct {
 // shared base plus v1alpha1 for the conversion webhook and CRDs for its
 // caBundle patching.
 func NewScheme() (*runtime.Scheme, error) {
-	return scheme.New(scheme.ServedVersions, scheme.CRDs)
+	return scheme.New(scheme.ServedVersions, apiextensionsv1.AddToScheme)
 }
 
 // New builds the manager with slim caches: managedFields are dropped from

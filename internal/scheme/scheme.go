@@ -2,13 +2,15 @@
 // agent-sandbox uses, so that all of them know the same types: the core
 // Kubernetes types and both agent-sandbox groups at their storage version
 // (v1beta1). Callers that need more ask for it by option (the conversion
-// webhook's served versions, the CRD type) rather than building their own.
+// webhook's served versions, or any AddToScheme such as the CRD type's)
+// rather than building their own. The CRD type is deliberately not an
+// option here: this package is imported by the Go SDK, whose users should
+// not pull in k8s.io/apiextensions-apiserver.
 package scheme
 
 import (
 	"fmt"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
@@ -26,20 +28,14 @@ type Option func(*runtime.Scheme) error
 // router and the SDK take the whole base even though each reads only part.
 var base = []Option{clientgoscheme.AddToScheme, sandboxv1beta1.AddToScheme, extv1beta1.AddToScheme}
 
-var (
-	// ServedVersions adds the older served versions (v1alpha1 of both
-	// groups), which only the conversion webhook decodes.
-	ServedVersions Option = func(s *runtime.Scheme) error {
-		if err := sandboxv1alpha1.AddToScheme(s); err != nil {
-			return err
-		}
-		return extv1alpha1.AddToScheme(s)
+// ServedVersions adds the older served versions (v1alpha1 of both
+// groups), which only the conversion webhook decodes.
+var ServedVersions Option = func(s *runtime.Scheme) error {
+	if err := sandboxv1alpha1.AddToScheme(s); err != nil {
+		return err
 	}
-	// CRDs adds CustomResourceDefinition, for code that reads or patches
-	// the project's CRDs (caBundle injection, storedVersions migration,
-	// envtest).
-	CRDs Option = apiextensionsv1.AddToScheme
-)
+	return extv1alpha1.AddToScheme(s)
+}
 
 // New returns a fresh scheme with the base types and those of opts.
 func New(opts ...Option) (*runtime.Scheme, error) {

@@ -26,7 +26,7 @@ func TestNewRegistersWhatItsOptionsAskFor(t *testing.T) {
 		{"served versions", []Option{ServedVersions},
 			[]runtime.Object{&sandboxv1beta1.Sandbox{}, &sandboxv1alpha1.Sandbox{}, &extv1alpha1.SandboxClaim{}},
 			[]runtime.Object{&apiextensionsv1.CustomResourceDefinition{}}},
-		{"CRDs", []Option{CRDs},
+		{"CRDs", []Option{apiextensionsv1.AddToScheme},
 			[]runtime.Object{&sandboxv1beta1.Sandbox{}, &apiextensionsv1.CustomResourceDefinition{}},
 			[]runtime.Object{&sandboxv1alpha1.Sandbox{}}},
 	}
@@ -53,7 +53,7 @@ func TestNewRegistersWhatItsOptionsAskFor(t *testing.T) {
 // Each call builds its own scheme: one caller's additions never leak into
 // another's.
 func TestNewIsFresh(t *testing.T) {
-	a := Must(CRDs)
+	a := Must(apiextensionsv1.AddToScheme)
 	b := Must()
 	if a == b {
 		t.Fatal("New returned a shared scheme")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,7 +61,7 @@ func AssetsDir() string {
 // NewScheme returns a scheme with the core Kubernetes types, CRDs and every
 // API group of this project.
 func NewScheme() *runtime.Scheme {
-	return scheme.Must(scheme.CRDs)
+	return scheme.Must(apiextensionsv1.AddToScheme)
 }
 
 // Start starts an apiserver with the CRDs of k8s/crd installed. It fails
