@@ -5,24 +5,14 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/blueprint/blueprinttest"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
-
-func vct(name, size string) sandboxv1beta1.PersistentVolumeClaimTemplate {
-	return sandboxv1beta1.PersistentVolumeClaimTemplate{
-		EmbeddedObjectMetadata: sandboxv1beta1.EmbeddedObjectMetadata{Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
-		},
-	}
-}
 
 func baseTemplate() *extv1beta1.SandboxTemplate {
 	return &extv1beta1.SandboxTemplate{
@@ -32,7 +22,7 @@ func baseTemplate() *extv1beta1.SandboxTemplate {
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "img:1"}}},
 				ObjectMeta: sandboxv1beta1.PodMetadata{Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"b": "2"}},
 			},
-			VolumeClaimTemplates: []sandboxv1beta1.PersistentVolumeClaimTemplate{vct("workspace", "1Gi"), vct("cache", "1Gi")},
+			VolumeClaimTemplates: []sandboxv1beta1.PersistentVolumeClaimTemplate{blueprinttest.VCT("workspace", "1Gi"), blueprinttest.VCT("cache", "1Gi")},
 		}},
 	}
 }
@@ -76,10 +66,10 @@ func TestBlueprintMatches(t *testing.T) {
 		}, false},
 		{"VCT removed", func(sb *sandboxv1beta1.Sandbox) { sb.Spec.VolumeClaimTemplates = sb.Spec.VolumeClaimTemplates[:1] }, false},
 		{"VCT added", func(sb *sandboxv1beta1.Sandbox) {
-			sb.Spec.VolumeClaimTemplates = append(sb.Spec.VolumeClaimTemplates, vct("more", "1Gi"))
+			sb.Spec.VolumeClaimTemplates = append(sb.Spec.VolumeClaimTemplates, blueprinttest.VCT("more", "1Gi"))
 		}, false},
 		{"VCT resized", func(sb *sandboxv1beta1.Sandbox) {
-			sb.Spec.VolumeClaimTemplates[0] = vct("workspace", "3Gi")
+			sb.Spec.VolumeClaimTemplates[0] = blueprinttest.VCT("workspace", "3Gi")
 		}, false},
 		{"service set vs unset", func(sb *sandboxv1beta1.Sandbox) { sb.Spec.Service = ptr.To(false) }, false},
 	}
@@ -116,7 +106,7 @@ func TestBlueprintHash(t *testing.T) {
 	edits := map[string]func(*extv1beta1.SandboxTemplate){
 		"pod spec": func(t *extv1beta1.SandboxTemplate) { t.Spec.PodTemplate.Spec.Containers[0].Image = "img:2" },
 		"VCT addition": func(t *extv1beta1.SandboxTemplate) {
-			t.Spec.VolumeClaimTemplates = append(t.Spec.VolumeClaimTemplates, vct("x", "1Gi"))
+			t.Spec.VolumeClaimTemplates = append(t.Spec.VolumeClaimTemplates, blueprinttest.VCT("x", "1Gi"))
 		},
 		"service toggle": func(t *extv1beta1.SandboxTemplate) { t.Spec.Service = ptr.To(true) },
 	}
