@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // CRI annotations containerd writes into every OCI spec.
@@ -129,7 +130,7 @@ func (c Checkpointer) Checkpoint(ctx context.Context, r Request) (Meta, error) {
 	cmd := exec.CommandContext(ctx, c.Runsc, "--root="+c.RunscRoot, "checkpoint", "--image-path="+partial, id)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return Meta{}, fmt.Errorf("runsc checkpoint %s: %w: %s", id, err, firstLine(stderr.String(), 512))
+		return Meta{}, checkpointError(id, err, stderr.String(), freeBytes(partial))
 	}
 	sums, sizes, err := hashFiles(partial)
 	if err != nil {
@@ -177,15 +178,47 @@ func writeSynced(path string, b []byte) error {
 	return f.Close()
 }
 
+// lowSpace is the free space below which a failed checkpoint is put down to
+// a full destination: runsc writes until the filesystem refuses, so a
+// checkpoint that died of ENOSPC leaves next to nothing free.
+const lowSpace = 1 << 20
+
+// checkpointError says why runsc checkpoint failed, in one line a condition
+// and an event can carry. runsc's own report can be kilobytes long (a dump
+// of the object it was serialising) with the cause at its end, so a full
+// destination is named first, from the free space left (or ENOSPC in the
+// report), and the report is cut in its middle, not its end. free < 0 means
+// unknown.
+func checkpointError(id string, err error, stderr string, free int64) error {
+	report := firstLine(stderr, 512)
+	if strings.Contains(stderr, "no space left on device") || (free >= 0 && free < lowSpace) {
+		return fmt.Errorf("no space left on the snapshot's filesystem (%d KiB free after the attempt): runsc checkpoint %s: %w: %s", max(free, 0)>>10, id, err, report)
+	}
+	return fmt.Errorf("runsc checkpoint %s: %w: %s", id, err, report)
+}
+
+// freeBytes is the space left to unprivileged writers on path's filesystem,
+// or -1 when it cannot be read.
+func freeBytes(path string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * st.Bsize //nolint:gosec // block counts fit an int64 on every filesystem Linux mounts
+}
+
 // firstLine keeps an error report short enough for an annotation and a
-// condition message: runsc follows the error line with goroutine stacks.
-func firstLine(s string, max int) string {
+// condition: its first line (runsc follows it with goroutine stacks), and of
+// a long line its start and its end (where a Go error chain keeps its root
+// cause).
+func firstLine(s string, maxLen int) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	if len(s) > max {
-		s = s[:max] + "..."
+	if len(s) > maxLen {
+		half := maxLen / 2
+		s = s[:half] + " ... " + s[len(s)-half:]
 	}
 	return s
 }

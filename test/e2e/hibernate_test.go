@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -20,6 +21,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/hibernate"
 	"sigs.k8s.io/agent-sandbox/internal/localcluster"
 	"sigs.k8s.io/agent-sandbox/internal/platform"
@@ -113,6 +115,27 @@ func asController(tb testing.TB) typedcorev1.PodInterface {
 	return cs.CoreV1().Pods(metav1.NamespaceDefault)
 }
 
+// snapshotOwner creates a Suspended Sandbox (it never gets a Pod) and returns
+// its UID, for the snapshots this file checkpoints itself. The node agent's
+// garbage collection deletes every snapshot whose Sandbox does not exist
+// under the recorded UID, so a made-up owner would lose its snapshot to a
+// collection pass that lands between checkpoint and restore (it did, in CI).
+func snapshotOwner(tb testing.TB, name string) string {
+	tb.Helper()
+	c := ensureController(tb)
+	sb := counterSandbox(name, 1, false)
+	sb.Spec.OperatingMode = sandboxv1beta1.OperatingModeSuspended
+	if err := c.Create(context.Background(), sb); err != nil {
+		tb.Fatalf("creating the snapshot owner %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Delete(context.Background(), sb); err != nil && !apierrors.IsNotFound(err) {
+			tb.Errorf("deleting the snapshot owner %s: %v", name, err)
+		}
+	})
+	return string(sb.UID)
+}
+
 func hibernateCheckpointer() hibernate.Checkpointer {
 	cfg := localcluster.DefaultConfig()
 	return hibernate.Checkpointer{
@@ -158,6 +181,7 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 	pods := clientset.CoreV1().Pods(metav1.NamespaceDefault)
 	snap := fmt.Sprintf("e2e-hib-%d", time.Now().UnixNano())
 	t.Cleanup(func() { _ = cp.Store.DeleteSnapshot(metav1.NamespaceDefault, snap) })
+	owner := snapshotOwner(t, "hib-counter-owner")
 
 	orig, err := pods.Create(ctx, counterPod("hib-counter", 64, nil), metav1.CreateOptions{})
 	if err != nil {
@@ -172,7 +196,7 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 
 	start := time.Now()
 	meta, err := cp.Checkpoint(ctx, hibernate.Request{PodUID: string(orig.UID), Namespace: metav1.NamespaceDefault,
-		SandboxName: "hib-counter", SandboxUID: "e2e", SnapshotID: snap})
+		SandboxName: "hib-counter-owner", SandboxUID: owner, SnapshotID: snap})
 	if err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
@@ -235,7 +259,7 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 	// Truncated snapshot: checkpoint the restored Pod, cut its pages file,
 	// start a Pod from it. The shim must refuse and start it clean.
 	if _, err := cp.Checkpoint(ctx, hibernate.Request{PodUID: string(restored.UID), Namespace: metav1.NamespaceDefault,
-		SandboxName: "hib-counter", SandboxUID: "e2e", SnapshotID: snap}); err != nil {
+		SandboxName: "hib-counter-owner", SandboxUID: owner, SnapshotID: snap}); err != nil {
 		t.Fatalf("second checkpoint: %v", err)
 	}
 	deletePod(t, restored.Name)
@@ -286,6 +310,7 @@ func benchHibernateOnce(b *testing.B, mib int) {
 	snap := fmt.Sprintf("bench-hib-%d", time.Now().UnixNano())
 	defer func() { _ = cp.Store.DeleteSnapshot(metav1.NamespaceDefault, snap) }()
 	name := fmt.Sprintf("hib-bench-%d", mib)
+	owner := snapshotOwner(b, snap)
 	must := func(err error) {
 		if err != nil {
 			b.Fatal(err)
@@ -306,7 +331,7 @@ func benchHibernateOnce(b *testing.B, mib int) {
 	orig, cold, before := create(name, nil)
 	start := time.Now()
 	meta, err := cp.Checkpoint(ctx, hibernate.Request{PodUID: string(orig.UID), Namespace: metav1.NamespaceDefault,
-		SandboxName: name, SandboxUID: "bench", SnapshotID: snap})
+		SandboxName: snap, SandboxUID: owner, SnapshotID: snap})
 	must(err)
 	suspend := time.Since(start)
 	deletePodB(tb, name)

@@ -31,7 +31,7 @@ var (
 
 // ensureController returns a client with the project's types. The
 // controller itself runs in the cluster (installed by TestMain).
-func ensureController(t *testing.T) client.Client {
+func ensureController(t testing.TB) client.Client {
 	t.Helper()
 	clientMu.Lock()
 	defer clientMu.Unlock()
