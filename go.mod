@@ -2,6 +2,12 @@ module sigs.k8s.io/agent-sandbox
 
 go 1.26.0
 
+// npm packages can ship Go sources (flatted does); ./... must not build them.
+ignore (
+	./clients/typescript/node_modules
+	./examples/typescript-sdk/node_modules
+)
+
 tool (
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	google.golang.org/protobuf/cmd/protoc-gen-go
