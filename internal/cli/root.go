@@ -21,7 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sigs.k8s.io/agent-sandbox/internal/localcluster"
 )
@@ -101,6 +103,10 @@ func Execute() (code int) {
 			code = exitError
 		}
 	}()
+	// controller-runtime's clients (install, migrate) log through a global
+	// logger and print a goroutine stack when nobody set one; the CLI
+	// reports errors itself, and -v turns on client-go's logs.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCommand(prog)
