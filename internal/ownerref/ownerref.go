@@ -29,6 +29,13 @@ func Claim(claim *extv1beta1.SandboxClaim) metav1.OwnerReference {
 }
 
 // WarmPool is the reference a warm pool's unclaimed Sandboxes carry.
+// Deleting the pool deletes them through garbage collection.
 func WarmPool(pool *extv1beta1.SandboxWarmPool) metav1.OwnerReference {
 	return Controller(pool, extv1beta1.GroupVersion.WithKind("SandboxWarmPool"))
+}
+
+// Template is the reference a template's shared NetworkPolicy carries, so
+// the policy goes with the template.
+func Template(tmpl *extv1beta1.SandboxTemplate) metav1.OwnerReference {
+	return Controller(tmpl, extv1beta1.GroupVersion.WithKind("SandboxTemplate"))
 }

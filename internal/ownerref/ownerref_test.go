@@ -24,6 +24,7 @@ func TestReferencesNameTheOwnerByUIDAsController(t *testing.T) {
 		{"sandbox", Sandbox(&sandboxv1beta1.Sandbox{ObjectMeta: meta}), want("agents.x-k8s.io/v1beta1", "Sandbox")},
 		{"claim", Claim(&extv1beta1.SandboxClaim{ObjectMeta: meta}), want("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim")},
 		{"warm pool", WarmPool(&extv1beta1.SandboxWarmPool{ObjectMeta: meta}), want("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool")},
+		{"template", Template(&extv1beta1.SandboxTemplate{ObjectMeta: meta}), want("extensions.agents.x-k8s.io/v1beta1", "SandboxTemplate")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

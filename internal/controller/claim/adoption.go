@@ -2,7 +2,6 @@ package claim
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 )
 
@@ -97,10 +97,6 @@ func verifyCandidate(sb *sandboxv1beta1.Sandbox, claim *extv1beta1.SandboxClaim)
 func controlledBy(sb *sandboxv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) bool {
 	return index.ControllerClaimUID(sb) == string(claim.UID)
 }
-
-// claimOwnerRef is the controller reference a claimed Sandbox carries
-// (cold.go names it too).
-var claimOwnerRef = ownerref.Claim
 
 // warmSource is what a pass knows about the pool a claim adopts from.
 type warmSource struct {
@@ -242,24 +238,24 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1beta1.SandboxClaim, 
 // safe-to-evict an older pool controller put in the pod template), because
 // a spec change bumps the generation, which costs a status write.
 func adoptionPatch(claim *extv1beta1.SandboxClaim, cand *sandboxv1beta1.Sandbox, src *warmSource) ([]byte, error) {
-	ls := map[string]any{
+	ls := map[string]*string{
 		labels.WarmPoolSandbox:        nil,
 		labels.SandboxPodTemplateHash: nil,
 		labels.SandboxTemplateHash:    nil,
-		labels.LaunchType:             labels.LaunchTypeWarm,
-		labels.ClaimUID:               string(claim.UID),
+		labels.LaunchType:             mergepatch.Set(labels.LaunchTypeWarm),
+		labels.ClaimUID:               mergepatch.Set(string(claim.UID)),
 	}
 	if v, ok := claim.Labels[labels.CreatedBy]; ok {
-		ls[labels.CreatedBy] = v
+		ls[labels.CreatedBy] = mergepatch.Set(v)
 	} else if _, ok := cand.Labels[labels.CreatedBy]; ok {
 		ls[labels.CreatedBy] = nil
 	}
 	refHash := cand.Labels[labels.SandboxTemplateRefHash]
 	if refHash == "" && src.tmpl != nil {
 		refHash = labels.NameHash(src.tmpl.Name)
-		ls[labels.SandboxTemplateRefHash] = refHash
+		ls[labels.SandboxTemplateRefHash] = mergepatch.Set(refHash)
 	}
-	as := map[string]any{labels.PodName: cand.Name}
+	as := map[string]*string{labels.PodName: mergepatch.Set(cand.Name)}
 	if cand.Annotations[labels.SafeToEvict] == "true" {
 		// The pool's mark: the Sandbox controller stops copying it to the
 		// Pod as soon as the pool lets go; removing it keeps the claimed
@@ -267,24 +263,24 @@ func adoptionPatch(claim *extv1beta1.SandboxClaim, cand *sandboxv1beta1.Sandbox,
 		as[labels.SafeToEvict] = nil
 	}
 	if tc, ok := claim.Annotations[labels.TraceContext]; ok {
-		as[labels.TraceContext] = tc
+		as[labels.TraceContext] = mergepatch.Set(tc)
 	}
-	patch := map[string]any{"metadata": map[string]any{
-		"resourceVersion": cand.ResourceVersion,
-		"ownerReferences": []metav1.OwnerReference{claimOwnerRef(claim)},
-		"labels":          ls,
-		"annotations":     as,
+	patch := mergepatch.Patch{Meta: mergepatch.Meta{
+		ResourceVersion: cand.ResourceVersion,
+		OwnerReferences: []metav1.OwnerReference{ownerref.Claim(claim)},
+		Labels:          ls,
+		Annotations:     as,
 	}}
 	wantL, wantA, err := desiredPodMetadata(cand.Spec.PodTemplate.ObjectMeta, src.tmpl, claim)
 	if err != nil {
 		return nil, err
 	}
 	if pm := podMetadataPatch(cand.Spec.PodTemplate.ObjectMeta, wantL, wantA, claim, refHash); pm != nil {
-		patch["spec"] = map[string]any{"podTemplate": map[string]any{"metadata": pm}}
+		patch.Fields = podTemplateMetadata(pm)
 	}
-	data, err := json.Marshal(patch)
+	data, err := patch.Marshal()
 	if err != nil {
-		return nil, fmt.Errorf("encoding adoption patch: %w", err)
+		return nil, fmt.Errorf("adoption patch: %w", err)
 	}
 	return data, nil
 }

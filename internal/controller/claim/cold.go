@@ -11,6 +11,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/blueprint"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 )
 
 // buildColdSandbox renders the Sandbox a claim creates when no warm one is
@@ -28,7 +29,7 @@ func buildColdSandbox(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTe
 	a, aerr := mergeNoOverride("annotation", podMeta.Annotations, claim.Spec.AdditionalPodMetadata.Annotations)
 	sb := blueprint.ForClaim(tmpl, claim, blueprint.Claim{VolumeClaimTemplates: vcts, PodLabels: l, PodAnnotations: a})
 	sb.Name, sb.Namespace = claim.Name, claim.Namespace
-	sb.OwnerReferences = []metav1.OwnerReference{claimOwnerRef(claim)}
+	sb.OwnerReferences = []metav1.OwnerReference{ownerref.Claim(claim)}
 	// A claim wrong in several ways hears about its env before its
 	// metadata, as it always has.
 	if err := injectEnv(tmpl, &sb.Spec.PodTemplate.Spec, claim.Spec.Env); err != nil {

@@ -27,7 +27,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,6 +40,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/refill"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/vetting"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
 
@@ -476,49 +476,54 @@ func (r *Reconciler) syncBoundMetadata(ctx context.Context, claim *extv1beta1.Sa
 		// The claim's metadata must be checked against the template's.
 		return srcErr
 	}
-	ls := map[string]any{}
+	p, err := boundMetadataPatch(claim, sb, tmpl)
+	if err != nil || p.Empty() {
+		return err
+	}
+	patch, err := p.Client()
+	if err != nil {
+		return err
+	}
+	if err := r.client.Patch(ctx, sb, patch); err != nil {
+		return fmt.Errorf("updating metadata of sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// boundMetadataPatch is syncBoundMetadata's merge patch (Empty when all
+// of it already holds): the Sandbox labels to change and, when the Pod's
+// user-visible metadata must change, spec.podTemplate.metadata.
+func boundMetadataPatch(claim *extv1beta1.SandboxClaim, sb *sandboxv1beta1.Sandbox, tmpl *extv1beta1.SandboxTemplate) (mergepatch.Patch, error) {
+	ls := map[string]*string{}
 	if _, ok := sb.Labels[labels.LaunchType]; !ok {
 		lt := labels.LaunchTypeCold
 		if sb.Name != claim.Name {
 			lt = labels.LaunchTypeWarm
 		}
-		ls[labels.LaunchType] = lt
+		ls[labels.LaunchType] = mergepatch.Set(lt)
 	}
 	if v, ok := claim.Labels[labels.CreatedBy]; ok && sb.Labels[labels.CreatedBy] != v {
-		ls[labels.CreatedBy] = v
+		ls[labels.CreatedBy] = mergepatch.Set(v)
 	} else if _, has := sb.Labels[labels.CreatedBy]; !ok && has {
 		ls[labels.CreatedBy] = nil
 	}
 	refHash := sb.Labels[labels.SandboxTemplateRefHash]
 	if refHash == "" && tmpl != nil {
 		refHash = labels.NameHash(tmpl.Name)
-		ls[labels.SandboxTemplateRefHash] = refHash
+		ls[labels.SandboxTemplateRefHash] = mergepatch.Set(refHash)
 	}
 	if sb.Labels[labels.ClaimUID] != string(claim.UID) {
-		ls[labels.ClaimUID] = string(claim.UID)
+		ls[labels.ClaimUID] = mergepatch.Set(string(claim.UID))
 	}
 	wantL, wantA, err := desiredPodMetadata(sb.Spec.PodTemplate.ObjectMeta, tmpl, claim)
 	if err != nil {
-		return err
+		return mergepatch.Patch{}, err
 	}
-	patch := map[string]any{}
-	if len(ls) > 0 {
-		patch["metadata"] = map[string]any{"labels": ls}
-	}
+	p := mergepatch.Patch{Meta: mergepatch.Meta{Labels: ls}}
 	if pm := podMetadataPatch(sb.Spec.PodTemplate.ObjectMeta, wantL, wantA, claim, refHash); pm != nil {
-		patch["spec"] = map[string]any{"podTemplate": map[string]any{"metadata": pm}}
+		p.Fields = podTemplateMetadata(pm)
 	}
-	if len(patch) == 0 {
-		return nil
-	}
-	data, err := jsonPatch(patch)
-	if err != nil {
-		return err
-	}
-	if err := r.client.Patch(ctx, sb, client.RawPatch(types.MergePatchType, data)); err != nil {
-		return fmt.Errorf("updating metadata of sandbox %q: %w", sb.Name, err)
-	}
-	return nil
+	return p, nil
 }
 
 func hasPodMetadata(claim *extv1beta1.SandboxClaim) bool {

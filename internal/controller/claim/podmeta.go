@@ -59,15 +59,7 @@ func podMetadataPatch(cur sandboxv1beta1.PodMetadata, wantL, wantA map[string]st
 	if maps.Equal(userKeys(cur.Labels), wantL) && maps.Equal(userKeys(cur.Annotations), wantA) {
 		return nil
 	}
-	lp := map[string]any{}
-	for k := range cur.Labels {
-		if _, keep := wantL[k]; !keep && !labels.IsSystemKey(k) {
-			lp[k] = nil
-		}
-	}
-	for k, v := range wantL {
-		lp[k] = v
-	}
+	lp := userKeysPatch(cur.Labels, wantL)
 	for _, k := range []string{labels.WarmPoolSandbox, labels.SandboxPodTemplateHash, labels.SandboxTemplateHash} {
 		if _, ok := cur.Labels[k]; ok {
 			lp[k] = nil
@@ -82,14 +74,27 @@ func podMetadataPatch(cur sandboxv1beta1.PodMetadata, wantL, wantA map[string]st
 	} else if _, ok := cur.Labels[labels.CreatedBy]; ok {
 		lp[labels.CreatedBy] = nil
 	}
-	ap := map[string]any{}
-	for k := range cur.Annotations {
-		if _, keep := wantA[k]; !keep && !labels.IsSystemKey(k) {
-			ap[k] = nil
+	return map[string]any{"labels": lp, "annotations": userKeysPatch(cur.Annotations, wantA)}
+}
+
+// userKeysPatch is the merge patch of a label or annotation map that turns
+// cur's user keys into want: user keys want lacks are removed (null),
+// want's are set, system keys are left to the caller.
+func userKeysPatch(cur, want map[string]string) map[string]any {
+	p := make(map[string]any, len(want))
+	for k := range cur {
+		if _, keep := want[k]; !keep && !labels.IsSystemKey(k) {
+			p[k] = nil
 		}
 	}
-	for k, v := range wantA {
-		ap[k] = v
+	for k, v := range want {
+		p[k] = v
 	}
-	return map[string]any{"labels": lp, "annotations": ap}
+	return p
+}
+
+// podTemplateMetadata places a podMetadataPatch at
+// spec.podTemplate.metadata, as a merge patch's Fields.
+func podTemplateMetadata(pm map[string]any) map[string]any {
+	return map[string]any{"spec": map[string]any{"podTemplate": map[string]any{"metadata": pm}}}
 }

@@ -9,6 +9,7 @@ import (
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 )
 
 // judgeClaimed accepts only the controller's own renderings for the claim,
@@ -37,7 +38,7 @@ func TestJudgeClaimed(t *testing.T) {
 			t.Fatal(err)
 		}
 		return &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "pool-x", Generation: 1,
-			OwnerReferences: []metav1.OwnerReference{claimOwnerRef(c)}}, Spec: *spec}
+			OwnerReferences: []metav1.OwnerReference{ownerref.Claim(c)}}, Spec: *spec}
 	}
 	edit := func(sb *sandboxv1beta1.Sandbox, f func(*sandboxv1beta1.Sandbox)) *sandboxv1beta1.Sandbox {
 		f(sb)

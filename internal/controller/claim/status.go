@@ -2,7 +2,6 @@ package claim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -10,12 +9,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 )
 
 // applyStatus computes the claim status of a pass in memory: the Ready
@@ -85,21 +84,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, claim *extv1beta1.SandboxC
 		return false, nil
 	}
 	base := claim.ResourceVersion
-	st := map[string]any{"conditions": nil, "sandbox": nil}
-	if len(claim.Status.Conditions) > 0 {
-		st["conditions"] = claim.Status.Conditions
-	}
-	if s := claim.Status.SandboxStatus; s.Name != "" || len(s.PodIPs) > 0 {
-		st["sandbox"] = s
-	}
-	data, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": claim.ResourceVersion},
-		"status":   st,
-	})
+	patch, err := statusPatch(claim).Client()
 	if err != nil {
-		return false, fmt.Errorf("encoding claim status: %w", err)
+		return false, fmt.Errorf("claim status patch: %w", err)
 	}
-	if err := r.client.Status().Patch(ctx, claim, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.client.Status().Patch(ctx, claim, patch); err != nil {
 		switch {
 		case apierrors.IsConflict(err):
 			log.FromContext(ctx).V(4).Info("claim changed while we worked; dropping this status write")
@@ -112,6 +101,23 @@ func (r *Reconciler) writeStatus(ctx context.Context, claim *extv1beta1.SandboxC
 	written := claim.Status.DeepCopy()
 	r.states.with(key, claim.UID, r.now(), func(st *claimState) { st.written, st.writtenOver = written, base })
 	return true, nil
+}
+
+// statusPatch is writeStatus's merge patch: the whole status, conditions
+// and sandbox sent as null when empty so that cleared fields are cleared,
+// under the claim's resourceVersion.
+func statusPatch(claim *extv1beta1.SandboxClaim) mergepatch.Patch {
+	st := map[string]any{"conditions": nil, "sandbox": nil}
+	if len(claim.Status.Conditions) > 0 {
+		st["conditions"] = claim.Status.Conditions
+	}
+	if s := claim.Status.SandboxStatus; s.Name != "" || len(s.PodIPs) > 0 {
+		st["sandbox"] = s
+	}
+	return mergepatch.Patch{
+		Meta:   mergepatch.Meta{ResourceVersion: claim.ResourceVersion},
+		Fields: map[string]any{"status": st},
+	}
 }
 
 // sameStatus compares two statuses ignoring condition transition times,

@@ -168,3 +168,33 @@ func TestSandboxStatusRelevantChange(t *testing.T) {
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+// The status patch is the wire format the write-budget tests count: the
+// claim's resourceVersion as precondition and the whole status, with
+// emptied conditions and sandbox sent as null so that they are cleared.
+func TestStatusPatchBytes(t *testing.T) {
+	cleared := &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "41"}}
+	set := cleared.DeepCopy()
+	set.Status.Conditions = []metav1.Condition{cond("Ready", metav1.ConditionTrue, "SandboxReady", "ok")}
+	set.Status.SandboxStatus = extv1beta1.SandboxStatus{Name: "sb", PodIPs: []string{"10.1.2.3"}}
+	cases := []struct {
+		name  string
+		claim *extv1beta1.SandboxClaim
+		want  string
+	}{
+		{"cleared", cleared, `{"metadata":{"resourceVersion":"41"},"status":{"conditions":null,"sandbox":null}}`},
+		{"set", set, `{"metadata":{"resourceVersion":"41"},"status":{"conditions":[{"type":"Ready","status":"True","observedGeneration":7,` +
+			`"lastTransitionTime":"1970-01-01T00:08:20Z","reason":"SandboxReady","message":"ok"}],"sandbox":{"name":"sb","podIPs":["10.1.2.3"]}}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := statusPatch(c.claim).Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}

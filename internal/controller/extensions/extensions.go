@@ -84,8 +84,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	tr := &template.Reconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder(template.ControllerName)}
-	if err := tr.SetupWithManager(mgr, opts.TemplateWorkers); err != nil {
+	tr := template.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder(template.ControllerName), template.Options{Workers: opts.TemplateWorkers})
+	if err := tr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the SandboxTemplate controller: %w", err)
 	}
 	// One registry of vetted pool members for both controllers: what the

@@ -16,17 +16,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/blueprint"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 	"sigs.k8s.io/agent-sandbox/internal/tracing"
 )
 
@@ -39,25 +39,37 @@ const (
 	ReasonNetworkPolicyConflict = "NetworkPolicyConflict"
 )
 
-// Reconciler keeps the shared NetworkPolicy of each SandboxTemplate.
-type Reconciler struct {
-	Client client.Client
-	Scheme *runtime.Scheme
-	// Recorder receives failure events; nil disables events.
-	Recorder events.EventRecorder
+// Options configure the template controller.
+type Options struct {
+	// Workers: concurrent reconciles (--sandbox-template-concurrent-workers);
+	// 1 when unset.
+	Workers int
 }
 
-// SetupWithManager registers the controller with workers concurrent
-// reconciles.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	if workers <= 0 {
-		workers = 1
+// Reconciler keeps the shared NetworkPolicy of each SandboxTemplate.
+type Reconciler struct {
+	client   client.Client
+	recorder events.EventRecorder
+	opts     Options
+}
+
+// NewReconciler returns a Reconciler, constructed like the Sandbox, warm
+// pool and claim controllers': c is the cached client, recorder receives
+// the failure events and may be nil (no events).
+func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
+	if opts.Workers <= 0 {
+		opts.Workers = 1
 	}
+	return &Reconciler{client: c, recorder: recorder, opts: opts}
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sandboxtemplate").
 		For(&extv1beta1.SandboxTemplate{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
 }
 
@@ -65,7 +77,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 // selector value) and converges the shared NetworkPolicy.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var tmpl extv1beta1.SandboxTemplate
-	if err := r.Client.Get(ctx, req.NamespacedName, &tmpl); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, &tmpl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx, span := tracing.Start(ctx, &tmpl, "ReconcileSandboxTemplate")
@@ -88,8 +100,11 @@ func (r *Reconciler) ensureHashLabel(ctx context.Context, tmpl *extv1beta1.Sandb
 	if tmpl.Labels[labels.SandboxTemplateRefHash] == want {
 		return nil
 	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, labels.SandboxTemplateRefHash, want)
-	if err := r.Client.Patch(ctx, tmpl, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{Labels: map[string]*string{labels.SandboxTemplateRefHash: mergepatch.Set(want)}}}.Client()
+	if err != nil {
+		return fmt.Errorf("hash label patch: %w", err)
+	}
+	if err := r.client.Patch(ctx, tmpl, patch); err != nil {
 		return fmt.Errorf("labelling SandboxTemplate %q with its name hash: %w", tmpl.Name, err)
 	}
 	return nil
@@ -98,7 +113,7 @@ func (r *Reconciler) ensureHashLabel(ctx context.Context, tmpl *extv1beta1.Sandb
 func (r *Reconciler) getPolicy(ctx context.Context, tmpl *extv1beta1.SandboxTemplate) (*networkingv1.NetworkPolicy, error) {
 	var np networkingv1.NetworkPolicy
 	key := client.ObjectKey{Namespace: tmpl.Namespace, Name: blueprint.NetworkPolicyName(tmpl.Name)}
-	if err := r.Client.Get(ctx, key, &np); err != nil {
+	if err := r.client.Get(ctx, key, &np); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -115,13 +130,13 @@ func (r *Reconciler) ensurePolicy(ctx context.Context, tmpl *extv1beta1.SandboxT
 	desired := blueprint.NetworkPolicySpec(tmpl)
 	if existing == nil {
 		np := &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: blueprint.NetworkPolicyName(tmpl.Name), Namespace: tmpl.Namespace},
-			Spec:       desired,
+			ObjectMeta: metav1.ObjectMeta{
+				Name: blueprint.NetworkPolicyName(tmpl.Name), Namespace: tmpl.Namespace,
+				OwnerReferences: []metav1.OwnerReference{ownerref.Template(tmpl)},
+			},
+			Spec: desired,
 		}
-		if err := controllerutil.SetControllerReference(tmpl, np, r.Scheme); err != nil {
-			return fmt.Errorf("owning NetworkPolicy %q: %w", np.Name, err)
-		}
-		if err := r.Client.Create(ctx, np); err != nil {
+		if err := r.client.Create(ctx, np); err != nil {
 			return fmt.Errorf("creating NetworkPolicy %q: %w", np.Name, err)
 		}
 		log.FromContext(ctx).V(1).Info("created NetworkPolicy", "networkPolicy", np.Name)
@@ -138,7 +153,7 @@ func (r *Reconciler) ensurePolicy(ctx context.Context, tmpl *extv1beta1.SandboxT
 		return nil
 	}
 	existing.Spec = desired
-	if err := r.Client.Update(ctx, existing); err != nil {
+	if err := r.client.Update(ctx, existing); err != nil {
 		return fmt.Errorf("updating NetworkPolicy %q: %w", existing.Name, err)
 	}
 	log.FromContext(ctx).V(1).Info("updated NetworkPolicy", "networkPolicy", existing.Name)
@@ -154,14 +169,14 @@ func (r *Reconciler) removePolicy(ctx context.Context, tmpl *extv1beta1.SandboxT
 		log.FromContext(ctx).Info("leaving a NetworkPolicy this template does not control", "networkPolicy", existing.Name)
 		return nil
 	}
-	if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
+	if err := r.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting NetworkPolicy %q: %w", existing.Name, err)
 	}
 	return nil
 }
 
 func (r *Reconciler) event(obj runtime.Object, reason, action, note string) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(obj, nil, "Warning", reason, action, "%s", note)
+	if r.recorder != nil {
+		r.recorder.Eventf(obj, nil, "Warning", reason, action, "%s", note)
 	}
 }

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { testenv.Main(m, &env) }
 // one pass at a time, so each test reads as "given, reconcile, then".
 func reconcileTemplate(t *testing.T, tmpl *extv1beta1.SandboxTemplate) error {
 	t.Helper()
-	r := &Reconciler{Client: env.Client, Scheme: env.Scheme}
+	r := NewReconciler(env.Client, nil, Options{})
 	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tmpl)})
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/blueprint"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 )
 
 // templateInfo is what a pass knows about the pool's template.
@@ -18,20 +19,6 @@ type templateInfo struct {
 func newTemplateInfo(tmpl *extv1beta1.SandboxTemplate) *templateInfo {
 	h := blueprint.HashesOf(tmpl)
 	return &templateInfo{tmpl: tmpl, blueprintHash: h.Blueprint, podTemplateHash: h.PodTemplate}
-}
-
-// ownerRef is the controller reference pool Sandboxes carry. Deleting the
-// pool deletes its unclaimed Sandboxes through garbage collection.
-func ownerRef(pool *extv1beta1.SandboxWarmPool) metav1.OwnerReference {
-	yes := true
-	return metav1.OwnerReference{
-		APIVersion:         extv1beta1.GroupVersion.String(),
-		Kind:               "SandboxWarmPool",
-		Name:               pool.Name,
-		UID:                pool.UID,
-		Controller:         &yes,
-		BlockOwnerDeletion: &yes,
-	}
 }
 
 // buildSandbox renders the Sandbox a pool creates: the blueprint
@@ -54,6 +41,6 @@ func buildSandbox(pool *extv1beta1.SandboxWarmPool, ti *templateInfo, enableEvic
 	})
 	sb.GenerateName = pool.Name + "-"
 	sb.Namespace = pool.Namespace
-	sb.OwnerReferences = []metav1.OwnerReference{ownerRef(pool)}
+	sb.OwnerReferences = []metav1.OwnerReference{ownerref.WarmPool(pool)}
 	return sb
 }

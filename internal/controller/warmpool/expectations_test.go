@@ -12,6 +12,7 @@ import (
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/exttest"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 )
 
 // staleLister answers every Sandbox List with an empty list: a cache that
@@ -93,7 +94,7 @@ func TestDeleteNotFoundClearsExpectation(t *testing.T) {
 	f.create(pool)
 	ghost := &sandboxv1beta1.Sandbox{}
 	ghost.Namespace, ghost.Name, ghost.UID = f.ns, "ghost", "ghost-uid"
-	ghost.OwnerReferences = append(ghost.OwnerReferences, ownerRef(pool))
+	ghost.OwnerReferences = append(ghost.OwnerReferences, ownerref.WarmPool(pool))
 	deleted, failed, err := f.r.deleteMembers(context.Background(), f.key("p"), pool, []*sandboxv1beta1.Sandbox{ghost})
 	if err != nil || len(deleted) != 1 || len(failed) != 0 {
 		t.Fatalf("deleted=%d failed=%d err=%v", len(deleted), len(failed), err)

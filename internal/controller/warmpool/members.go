@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions/index"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
+	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 )
 
 // membership is what a pass makes of the Sandboxes that carry the pool's
@@ -129,7 +130,7 @@ func (r *Reconciler) classify(ctx context.Context, key string, pool *extv1beta1.
 // controller and matches the template semantically (checked by the caller).
 // The resourceVersion precondition makes sure it did not change since.
 func (r *Reconciler) adoptOrphan(ctx context.Context, pool *extv1beta1.SandboxWarmPool, sb *sandboxv1beta1.Sandbox, ti *templateInfo) error {
-	refs := append(slices.Clone(sb.OwnerReferences), ownerRef(pool))
+	refs := append(slices.Clone(sb.OwnerReferences), ownerref.WarmPool(pool))
 	patch, err := mergepatch.Patch{Meta: mergepatch.Meta{
 		ResourceVersion: sb.ResourceVersion,
 		OwnerReferences: refs,

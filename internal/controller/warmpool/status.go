@@ -2,16 +2,14 @@ package warmpool
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 )
 
 // computeStatus is the pool status for the active members of a pass.
@@ -43,16 +41,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, key string, pool *extv1bet
 			return left, nil
 		}
 	}
-	data, err := json.Marshal(map[string]any{"status": map[string]any{
-		"replicas":           st.Replicas,
-		"readyReplicas":      st.ReadyReplicas,
-		"selector":           st.Selector,
-		"observedGeneration": st.ObservedGeneration,
-	}})
+	patch, err := statusPatch(st).Client()
 	if err != nil {
-		return 0, fmt.Errorf("encoding pool status: %w", err)
+		return 0, fmt.Errorf("pool status patch: %w", err)
 	}
-	if err := r.client.Status().Patch(ctx, pool.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.client.Status().Patch(ctx, pool.DeepCopy(), patch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return 0, nil
 		}
@@ -62,6 +55,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, key string, pool *extv1bet
 	r.lastStatusWrite[key] = now
 	r.mu.Unlock()
 	return 0, nil
+}
+
+// statusPatch is writeStatus's merge patch: every field, zeros included.
+func statusPatch(st extv1beta1.SandboxWarmPoolStatus) mergepatch.Patch {
+	return mergepatch.Patch{Fields: map[string]any{"status": map[string]any{
+		"replicas":           st.Replicas,
+		"readyReplicas":      st.ReadyReplicas,
+		"selector":           st.Selector,
+		"observedGeneration": st.ObservedGeneration,
+	}}}
 }
 
 // reportRefill tells the claim controller (package refill) whether this
