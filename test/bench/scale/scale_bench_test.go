@@ -10,8 +10,7 @@
 //
 // AGENT_SANDBOX_SCALE_GC_QPS sets the garbage collector's client QPS
 // (default 20, kube-controller-manager's default), which bounds mass
-// deletions. AGENT_SANDBOX_SCALE_PROGRESS=1 copies the progress lines to
-// stderr as they happen. AGENT_SANDBOX_SCALE_OUT names a directory for each run's JSON results
+// deletions. AGENT_SANDBOX_SCALE_OUT names a directory for each run's JSON results
 // and the growth plot (growth.png).
 package scale_test
 
@@ -71,11 +70,6 @@ type testLog struct{ tb testing.TB }
 
 func (l testLog) Write(p []byte) (int, error) {
 	l.tb.Log(strings.TrimRight(string(p), "\n"))
-	if os.Getenv("AGENT_SANDBOX_SCALE_PROGRESS") != "" {
-		// A benchmark's log is printed when it ends; a long run's progress
-		// is worth seeing while it runs.
-		_, _ = os.Stderr.Write(p)
-	}
 	return len(p), nil
 }
 
