@@ -68,6 +68,9 @@ type ScaleConfig struct {
 	// BeforeClaims, when set, is called as a claim window opens (e.g. to
 	// start CPU profiles covering it).
 	BeforeClaims func(ctx context.Context)
+	// BeforeBackground, when set, is called as the growth scenario's
+	// background window (d long, no claims) opens.
+	BeforeBackground func(ctx context.Context, d time.Duration)
 }
 
 // ScaleResult is what one scale measurement found. Durations in
@@ -96,9 +99,23 @@ type ScaleResult struct {
 	ClaimPathWrites float64       `json:"claim_path_writes_per_claim"`
 	ControllerCPU   float64       `json:"controller_cpu_seconds"`
 	CPUPerClaimMs   float64       `json:"controller_cpu_ms_per_claim"`
-	ControllerRSS   float64       `json:"controller_peak_rss_bytes"`
-	RSSPer1k        float64       `json:"controller_rss_bytes_per_1k_sandboxes"`
-	APIServerCPU    float64       `json:"apiserver_cpu_seconds"`
+	// APIServerCPUPerClaimMs is APIServerCPU per claim (gross, like
+	// CPUPerClaimMs).
+	APIServerCPUPerClaimMs float64 `json:"apiserver_cpu_ms_per_claim,omitempty"`
+	// Background* are a window of BackgroundSeconds with no claims,
+	// measured right before the claim window once the cluster had settled
+	// (growth only): what the controller and the apiserver spend anyway.
+	// Net*PerClaimMs charge that rate over the claim window's length out of
+	// the gross figures: (gross - rate x window) / claims.
+	BackgroundSeconds         float64 `json:"background_window_seconds,omitempty"`
+	BackgroundControllerCPU   float64 `json:"background_controller_cpu_seconds,omitempty"`
+	BackgroundAPIServerCPU    float64 `json:"background_apiserver_cpu_seconds,omitempty"`
+	BackgroundWrites          float64 `json:"background_writes,omitempty"`
+	NetCPUPerClaimMs          float64 `json:"controller_net_cpu_ms_per_claim,omitempty"`
+	NetAPIServerCPUPerClaimMs float64 `json:"apiserver_net_cpu_ms_per_claim,omitempty"`
+	ControllerRSS             float64 `json:"controller_peak_rss_bytes"`
+	RSSPer1k                  float64 `json:"controller_rss_bytes_per_1k_sandboxes"`
+	APIServerCPU              float64 `json:"apiserver_cpu_seconds"`
 	// APIServerCPUWait is the time the apiserver's threads were runnable
 	// but waited for a CPU in the window (/proc schedstat): CPU contention,
 	// not work. ControllerCPUWait is the controller's.
@@ -304,6 +321,7 @@ func (w *window) end(ctx context.Context, r *ScaleResult) {
 		n := float64(r.Claims)
 		r.WritesPerClaim = r.Writes.Total() / n
 		r.CPUPerClaimMs = r.ControllerCPU * 1000 / n
+		r.APIServerCPUPerClaimMs = r.APIServerCPU * 1000 / n
 	}
 	if r.Sandboxes > 0 {
 		r.RSSPer1k = r.ControllerRSS / (float64(r.Sandboxes) / 1000)
@@ -451,11 +469,28 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 		}
 		cfg.logf("growth: Sandbox status writes in the fill: %v PATCH, %v PUT; %s",
 			fillRes.Writes["PATCH sandboxes/status"], fillRes.Writes["PUT sandboxes/status"], traced)
-		cfg.logf("growth: %d Sandboxes in %s; claims at 25/s for 10s", n, fill.Round(time.Millisecond))
-		r, err := cfg.claimWindow(ctx, ScaleGrowth, n, 25, 10*time.Second, per, cfg.Namespaces)
+		// The fill's tail (status writes after the pools report Ready, the
+		// garbage collector removing replaced members) must neither be
+		// charged to the claims nor to the background: wait it out.
+		settled, err := WaitSettled(ctx, cfg.RestConfig, growthQuiet, cfg.Timeout)
 		if err != nil {
 			return out, err
 		}
+		cfg.logf("growth: %d Sandboxes in %s, settled %s later (%d Sandbox/Pod changes); background for %s",
+			n, fill.Round(time.Millisecond), settled.Took.Round(time.Millisecond), settled.Events, growthClaimWindow)
+		bg, err := cfg.background(ctx, growthClaimWindow)
+		if err != nil {
+			return out, err
+		}
+		cfg.logf("growth: background: controller %.2f s, apiserver %.2f s CPU in %s, %v writes; claims at 25/s for %s",
+			bg.ControllerCPU, bg.APIServerCPU, bg.Elapsed.Round(time.Millisecond), bg.Writes.Total(), growthClaimWindow)
+		r, err := cfg.claimWindow(ctx, ScaleGrowth, n, 25, growthClaimWindow, per, cfg.Namespaces)
+		if err != nil {
+			return out, err
+		}
+		r.chargeBackground(bg)
+		cfg.logf("growth: %d Sandboxes: controller CPU per claim %.1f ms gross, %.1f ms net; apiserver %.1f ms gross, %.1f ms net (window %s)",
+			n, r.CPUPerClaimMs, r.NetCPUPerClaimMs, r.APIServerCPUPerClaimMs, r.NetAPIServerCPUPerClaimMs, r.Elapsed.Round(time.Millisecond))
 		// RSS per 1k is what holding the objects costs: the peak of the
 		// fill and the claim window, whichever is higher.
 		r.ControllerRSS = math.Max(r.ControllerRSS, fillRes.ControllerRSS)
@@ -477,12 +512,22 @@ func RunGrowth(ctx context.Context, cfg ScaleConfig, sizes []int) ([]*ScaleResul
 			"fill_failed_pod_creates":     fillRes.FailedWrites["POST pods"],
 			"fill_sandbox_status_changes": float64(traced.Changes),
 			"fill_not_ready_rewrites":     float64(traced.NotReadyRewrites),
+			"settle_seconds":              settled.Took.Seconds(),
+			"settle_changes":              float64(settled.Events),
 		}
 		r.FillStatusTrace = traced
 		out = append(out, r)
 	}
 	return out, nil
 }
+
+// growthClaimWindow is how long the growth scenario claims (at 25/s) and,
+// before that, how long its background window lasts; growthQuiet is how
+// long no Sandbox or Pod may change before the background is measured.
+const (
+	growthClaimWindow = 10 * time.Second
+	growthQuiet       = 5 * time.Second
+)
 
 func sumPrev(out []*ScaleResult) int {
 	if len(out) == 0 {

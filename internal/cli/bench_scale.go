@@ -151,6 +151,14 @@ func writeScaleTable(w io.Writer, rs []*bench.ScaleResult) error {
 	row("controller CPU s (ms/claim)", func(r *bench.ScaleResult) string {
 		return fmt.Sprintf("%.1f (%.1f)", r.ControllerCPU, r.CPUPerClaimMs)
 	})
+	// Growth measures a background window before its claims: the same
+	// per claim with that rate charged out, controller / apiserver.
+	row("net CPU ms/claim controller/apiserver", func(r *bench.ScaleResult) string {
+		if r.BackgroundSeconds == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f/%.1f", r.NetCPUPerClaimMs, r.NetAPIServerCPUPerClaimMs)
+	})
 	row("controller peak RSS MiB (per 1k)", func(r *bench.ScaleResult) string {
 		return fmt.Sprintf("%.0f (%.1f)", r.ControllerRSS/(1<<20), r.RSSPer1k/(1<<20))
 	})

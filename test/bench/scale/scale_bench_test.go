@@ -139,6 +139,16 @@ func report(b *testing.B, r *bench.ScaleResult, suffix string) {
 	m(r.ClaimPathWrites, "claim_path_writes/claim")
 	m(r.ControllerCPU, "ctrl_cpu_s")
 	m(r.CPUPerClaimMs, "ctrl_cpu_ms/claim")
+	if r.BackgroundSeconds > 0 {
+		// Growth: the same with the background rate charged out.
+		m(r.NetCPUPerClaimMs, "ctrl_net_cpu_ms/claim")
+		m(r.APIServerCPUPerClaimMs, "apiserver_cpu_ms/claim")
+		m(r.NetAPIServerCPUPerClaimMs, "apiserver_net_cpu_ms/claim")
+		m(r.BackgroundControllerCPU, "bg_ctrl_cpu_s")
+		m(r.BackgroundAPIServerCPU, "bg_apiserver_cpu_s")
+		m(r.BackgroundSeconds, "bg_window_s")
+		m(r.BackgroundWrites, "bg_writes")
+	}
 	m(r.ControllerRSS/(1<<20), "ctrl_rss_MiB")
 	m(r.RSSPer1k/(1<<20), "ctrl_rss_MiB/1k_sandboxes")
 	m(r.APIServerCPU, "apiserver_cpu_s")
@@ -169,7 +179,7 @@ func BenchmarkGate(b *testing.B) {
 				profiles.Add(2)
 				go func() {
 					defer profiles.Done()
-					saveProfile(b, st.ControllerMetricsURL(), filepath.Join(dir, "controller.pprof"))
+					saveProfile(b, st.ControllerMetricsURL(), filepath.Join(dir, "controller.pprof"), 12*time.Second)
 				}()
 				go func() { defer profiles.Done(); saveAPIServerProfile(b, st, filepath.Join(dir, "apiserver.pprof")) }()
 			}
@@ -186,11 +196,11 @@ func BenchmarkGate(b *testing.B) {
 	}
 }
 
-// saveProfile fetches a 12 s CPU profile from the controller's metrics
-// server (--enable-pprof).
-func saveProfile(b *testing.B, metricsURL, path string) {
+// saveProfile fetches a CPU profile of d (whole seconds) from the
+// controller's metrics server (--enable-pprof).
+func saveProfile(b *testing.B, metricsURL, path string, d time.Duration) {
 	b.Helper()
-	url := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/profile?seconds=12"
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(metricsURL, "/metrics"), int(d.Seconds()))
 	resp, err := http.Get(url)
 	if err != nil {
 		b.Errorf("controller profile: %v", err)
@@ -243,14 +253,25 @@ func BenchmarkGrowth(b *testing.B) {
 		var profiles sync.WaitGroup
 		if dir := os.Getenv("AGENT_SANDBOX_SCALE_PROFILE"); dir != "" {
 			// A controller CPU profile over each size's claim window: where
-			// the cost per claim goes as the pools grow.
+			// the cost per claim goes as the pools grow; and one over the
+			// background window before it (controller-idle-N.pprof), to
+			// diff against: what the controller does with no claims.
 			sz := sizes(b)
-			step := 0
+			step, bgStep := 0, 0
 			cfg.BeforeClaims = func(ctx context.Context) {
 				path := filepath.Join(dir, fmt.Sprintf("controller-%d.pprof", sz[min(step, len(sz)-1)]))
 				step++
 				profiles.Add(1)
-				go func() { defer profiles.Done(); saveProfile(b, st.ControllerMetricsURL(), path) }()
+				go func() { defer profiles.Done(); saveProfile(b, st.ControllerMetricsURL(), path, 12*time.Second) }()
+			}
+			cfg.BeforeBackground = func(ctx context.Context, d time.Duration) {
+				path := filepath.Join(dir, fmt.Sprintf("controller-idle-%d.pprof", sz[min(bgStep, len(sz)-1)]))
+				bgStep++
+				// Shorter than the window by a second so it never runs into
+				// the claims, whose profile the controller would refuse (one
+				// CPU profile at a time).
+				profiles.Add(1)
+				go func() { defer profiles.Done(); saveProfile(b, st.ControllerMetricsURL(), path, d-time.Second) }()
 			}
 		}
 		rs, err := bench.RunGrowth(context.Background(), cfg, sizes(b))
