@@ -26,16 +26,17 @@ import (
 func TestHelmHibernationAgentVolumeMounts(t *testing.T) {
 	agent := buildAgent(t)
 	for _, tc := range []struct {
-		name  string
-		args  []string
-		roots map[string]string // --volume-root HOST -> LOCAL
+		name        string
+		args        []string
+		kubeletPods string            // where the kubelet's pods/ dir is mounted
+		roots       map[string]string // --volume-root HOST -> LOCAL
 	}{
-		{"defaults", nil, map[string]string{"/var/lib/kubelet/pods": "/host/var/lib/kubelet/pods"}},
+		{"defaults", nil, "/host/var/lib/kubelet/pods", map[string]string{"/var/lib/kubelet/pods": "/host/var/lib/kubelet/pods"}},
 		{"custom kubelet root and a hostPath PV dir", []string{
 			"--set", "hibernationAgent.kubeletRoot=/var/lib/agent-sandbox/kubelet",
 			"--set", "hibernationAgent.extraVolumeRoots[0]=/var/lib/agent-sandbox/local-path",
 			"--set", "hibernationAgent.extraVolumeRoots[1]=/opt/local-path-provisioner",
-		}, map[string]string{
+		}, "/host/var/lib/agent-sandbox/kubelet/pods", map[string]string{
 			"/var/lib/agent-sandbox/kubelet/pods": "/host/var/lib/agent-sandbox/kubelet/pods",
 			"/var/lib/agent-sandbox/local-path":   "/host/var/lib/agent-sandbox/local-path",
 			"/opt/local-path-provisioner":         "/host/opt/local-path-provisioner",
@@ -88,10 +89,21 @@ func TestHelmHibernationAgentVolumeMounts(t *testing.T) {
 					t.Errorf("--volume-root %s:%s: nothing is mounted at %s", host, local, local)
 				case m.node != host:
 					t.Errorf("--volume-root %s:%s: %s mounts the node's %s", host, local, local, m.node)
-				case m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer:
-					t.Errorf("%s: mountPropagation %v, want HostToContainer (volumes mounted later must show up)", local, m.MountPropagation)
 				case m.ReadOnly:
 					t.Errorf("%s is read-only: the agent writes the snapshot onto the volume", local)
+				}
+			}
+			// The kubelet mounts every new Pod's volumes below pods/ after
+			// the agent started: they must propagate into it. hostPath PV
+			// directories are plain directories, and the runtime refuses
+			// propagation from a private mount (a node's / may be one).
+			pods := mounts[tc.kubeletPods]
+			if p := pods.MountPropagation; p == nil || *p != corev1.MountPropagationHostToContainer {
+				t.Errorf("%s: mountPropagation %v, want HostToContainer (volumes mounted later must show up)", tc.kubeletPods, p)
+			}
+			for path, m := range mounts {
+				if path != tc.kubeletPods && m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
+					t.Errorf("mount at %s has propagation %v; only the kubelet's pods/ dir needs it", path, *m.MountPropagation)
 				}
 			}
 
@@ -119,9 +131,6 @@ func TestHelmHibernationAgentVolumeMounts(t *testing.T) {
 				}
 				if m.node != w.node || m.ReadOnly != w.readOnly {
 					t.Errorf("mount at %s: node %s readOnly %v, want node %s readOnly %v", path, m.node, m.ReadOnly, w.node, w.readOnly)
-				}
-				if path != "/usr/local/bin/runsc" && !strings.HasPrefix(path, "/host/") && m.MountPropagation != nil {
-					t.Errorf("mount at %s has propagation %v; only volume roots need it", path, *m.MountPropagation)
 				}
 			}
 			if len(mounts) != len(want) {
