@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -193,4 +194,52 @@ func runAgent(bin string, args ...string) (string, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	return string(out), err
+}
+
+// The privileged agent can live in a namespace of its own (one that admits
+// privileged Pods) while the controller's stays PodSecurity restricted; the
+// admission policy then trusts exactly the agent's ServiceAccount there and
+// the controller's in namespace.name (not the release namespace the chart
+// was rendered in).
+func TestHelmHibernationAgentNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		args              []string
+		controller, agent string
+	}{
+		{"release namespace", nil, Namespace, Namespace},
+		{"namespace.name", []string{"--set", "namespace.name=ctl"}, "ctl", "ctl"},
+		{"own namespace", []string{"--set", "namespace.name=ctl", "--set", "hibernationAgent.namespace=sbx-node"}, "ctl", "sbx-node"},
+		// The policy file names agent-sandbox-system; rewriting it must
+		// not move the agent into the controller's namespace.
+		{"agent in agent-sandbox-system", []string{"--set", "namespace.name=ctl", "--set", "hibernationAgent.namespace=agent-sandbox-system"}, "ctl", "agent-sandbox-system"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := decode(t, helmTemplate(t, append([]string{"--set", "controller.deepHibernation=true"}, tc.args...)...))
+			get(t, objs, "ServiceAccount/"+tc.agent+"/sandbox-hibernate-agent")
+			get(t, objs, "DaemonSet/"+tc.agent+"/sandbox-hibernate-agent")
+			get(t, objs, "Deployment/"+tc.controller+"/agent-sandbox-controller")
+			crb := get(t, objs, "ClusterRoleBinding//agent-sandbox-hibernate-agent")
+			subjects, _, _ := unstructured.NestedSlice(crb.Object, "subjects")
+			if len(subjects) != 1 || subjects[0].(map[string]any)["namespace"] != tc.agent {
+				t.Errorf("agent binding subjects %v, want the ServiceAccount in %s", subjects, tc.agent)
+			}
+			vars, _, _ := unstructured.NestedSlice(get(t, objs, "ValidatingAdmissionPolicy//agent-sandbox-hibernation").Object, "spec", "variables")
+			var sas []string
+			for _, v := range vars {
+				e := v.(map[string]any)["expression"].(string)
+				for _, f := range strings.Fields(e) {
+					if sa, ok := strings.CutPrefix(strings.Trim(f, "'"), "system:serviceaccount:"); ok {
+						sas = append(sas, sa)
+					}
+				}
+			}
+			slices.Sort(sas)
+			want := []string{tc.controller + ":agent-sandbox-controller", tc.agent + ":sandbox-hibernate-agent"}
+			slices.Sort(want)
+			if !slices.Equal(sas, want) {
+				t.Errorf("the policy trusts %v, want %v", sas, want)
+			}
+		})
+	}
 }
