@@ -89,7 +89,7 @@ func (h HostPaths) Reach(p string) (string, error) {
 	if err != nil || len(h) == 0 {
 		return local, err
 	}
-	real, err := filepath.EvalSymlinks(local)
+	resolved, err := filepath.EvalSymlinks(local)
 	if err != nil {
 		return "", fmt.Errorf("node path %s (%s here): %w", p, local, err)
 	}
@@ -101,10 +101,10 @@ func (h HostPaths) Reach(p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("mount of %s: %w", m.Host, err)
 	}
-	if _, ok := within(root, real); !ok {
-		return "", fmt.Errorf("node path %s resolves to %s, outside %s: %w", p, real, m.Local, ErrNotMounted)
+	if _, ok := within(root, resolved); !ok {
+		return "", fmt.Errorf("node path %s resolves to %s, outside %s: %w", p, resolved, m.Local, ErrNotMounted)
 	}
-	return real, nil
+	return resolved, nil
 }
 
 // within reports whether p is dir or below it, and the rest of p.
