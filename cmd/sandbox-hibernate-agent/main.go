@@ -41,12 +41,35 @@ func run(args []string) error {
 	runscRoot := fs.String("runsc-root", "/run/agent-sandbox/runsc/k8s.io", "the shim's runsc state root for containerd's k8s.io namespace")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	taskDir := fs.String("task-dir", "/run/agent-sandbox/containerd/io.containerd.runtime.v2.task/k8s.io", "containerd's task bundle dir for the k8s.io namespace")
+	// An agent in a container (the chart's DaemonSet) reaches Pod volumes
+	// only through the node directories mounted into it; see
+	// hibernate.HostPaths. A host process leaves it unset.
+	var volumeRoots hibernate.HostPaths
+	fs.Func("volume-root", "HOST[:LOCAL]: a node directory holding Pod volumes (the kubelet's pods/ dir, a hostPath PV's parent) mounted into the agent at LOCAL (default HOST); repeatable. When set, a volume outside them keeps its snapshot in the node store. Unset: the agent runs on the host and reaches every path", func(s string) error {
+		m, err := hibernate.ParseHostMount(s)
+		if err != nil {
+			return err
+		}
+		volumeRoots = append(volumeRoots, m)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *showVersion {
 		fmt.Println("sandbox-hibernate-agent", version)
 		return nil
+	}
+	for _, m := range volumeRoots {
+		// A mount missing from the DaemonSet would otherwise only show as
+		// every volume snapshot landing in the node store.
+		fi, err := os.Stat(m.Local)
+		if err != nil {
+			return fmt.Errorf("--volume-root %s (is it mounted?): %w", m, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("--volume-root %s: %s is not a directory", m, m.Local)
+		}
 	}
 	if *node == "" {
 		return fmt.Errorf("--node-name (or $NODE_NAME) is required")
@@ -67,6 +90,7 @@ func run(args []string) error {
 	}
 	a := &hibernate.Agent{Client: cs, NodeName: *node, Checkpointer: hibernate.Checkpointer{
 		Store: hibernate.Store{Root: *store}, Runsc: *runsc, RunscRoot: *runscRoot, TaskDir: *taskDir,
+		HostPaths: volumeRoots,
 	}, SandboxUID: func(ctx context.Context, namespace, name string) (string, error) {
 		sb, err := sandboxes.AgentsV1beta1().Sandboxes(namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

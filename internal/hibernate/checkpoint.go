@@ -35,6 +35,10 @@ type Checkpointer struct {
 	// TaskDir holds containerd's task bundles for the CRI namespace, e.g.
 	// /run/agent-sandbox/containerd/io.containerd.runtime.v2.task/k8s.io.
 	TaskDir string
+	// HostPaths are the node directories holding Pod volumes that are
+	// mounted into an agent running in a container; empty for a host
+	// process.
+	HostPaths HostPaths
 }
 
 // Request says what to checkpoint and whose snapshot it is.
@@ -144,7 +148,7 @@ func (c Checkpointer) Checkpoint(ctx context.Context, r Request) (Meta, error) {
 	}
 	m.Digest = MetaDigest(b)
 	if r.Volume != nil {
-		if err := publishToVolume(partial, r.Volume.HostPath, r.SnapshotID); err != nil {
+		if err := publishToVolume(partial, r.Volume.path(), r.SnapshotID); err != nil {
 			return Meta{}, err
 		}
 		// A snapshot left in the node store from before the Sandbox had

@@ -48,6 +48,10 @@ type Volume struct {
 	Name string
 	// HostPath is the volume's root as this node sees it.
 	HostPath string
+	// Path is where the agent reaches HostPath: the same for a host
+	// process, under a mount for an agent in a container (HostPaths).
+	// Empty means HostPath.
+	Path string
 	// Ref is HostPath with the Pod's UID replaced by PodUIDPlaceholder:
 	// what a later Pod's shim resolves.
 	Ref string
@@ -82,7 +86,11 @@ func (c Checkpointer) FindVolume(pod *corev1.Pod, sandboxID string) (*Volume, er
 				if err != nil {
 					return nil, fmt.Errorf("locating volume %q: %w", v.Name, err)
 				}
-				fi, err := os.Lstat(src)
+				local, err := c.HostPaths.Reach(src)
+				if err != nil {
+					return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+				}
+				fi, err := os.Lstat(local)
 				if err != nil {
 					return nil, fmt.Errorf("volume %q: host path %s: %w", v.Name, src, err)
 				}
@@ -93,11 +101,19 @@ func (c Checkpointer) FindVolume(pod *corev1.Pod, sandboxID string) (*Volume, er
 				if uid := string(pod.UID); uid != "" && strings.Contains(src, "/"+uid+"/") {
 					ref = strings.Replace(src, "/"+uid+"/", "/"+PodUIDPlaceholder+"/", 1)
 				}
-				return &Volume{Name: v.Name, HostPath: src, Ref: ref}, nil
+				return &Volume{Name: v.Name, HostPath: src, Path: local, Ref: ref}, nil
 			}
 		}
 	}
 	return nil, nil
+}
+
+// path is where the agent writes onto the volume.
+func (v *Volume) path() string {
+	if v.Path != "" {
+		return v.Path
+	}
+	return v.HostPath
 }
 
 // mountSource reads the host source of dest in the OCI spec of the
