@@ -94,7 +94,7 @@ func watchChanges(ctx context.Context, mc metadata.Interface, gvr schema.GroupVe
 		w, err := mc.Resource(gvr).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the wait ended (ctx), not the watch: the caller's result stands
 			}
 			return fmt.Errorf("settle: watching %s: %w", gvr.Resource, err)
 		}
@@ -103,7 +103,7 @@ func watchChanges(ctx context.Context, mc metadata.Interface, gvr schema.GroupVe
 			case watch.Error:
 				w.Stop()
 				if ctx.Err() != nil {
-					return nil
+					return nil //nolint:nilerr // the wait ended (ctx), not the watch: the caller's result stands
 				}
 				return fmt.Errorf("settle: watching %s: %v", gvr.Resource, ev.Object)
 			case watch.Bookmark:
