@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"time"
 
 	task "github.com/containerd/containerd/api/runtime/task/v2"
 	"gvisor.dev/gvisor/pkg/shim/v1/extension"
@@ -58,10 +59,13 @@ func newExtension(next extension.TaskServiceExt, req *task.CreateTaskRequest) (e
 	if err := json.Unmarshal(b, &spec); err != nil {
 		return nil, fmt.Errorf("hibernate: decoding OCI spec: %w", err)
 	}
+	st := storeFromEnv()
+	if err := st.refuseCheckpointed(spec.Annotations[annoSandboxUID], time.Now()); err != nil {
+		return nil, err
+	}
 	if spec.Annotations[AnnotationSnapshot] == "" {
 		return nil, nil
 	}
-	st := storeFromEnv()
 	d, err := st.Decide(spec.Annotations, runtimeHash())
 	if err != nil {
 		return nil, fmt.Errorf("hibernate: %w", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	task "github.com/containerd/containerd/api/runtime/task/v2"
@@ -108,4 +110,32 @@ func (s *stopService) waitGone(ctx context.Context, pid int) bool {
 		}
 	}
 	return true
+}
+
+// The node agent marks a Pod whose sandbox it checkpoints (and so stops):
+// <root>/checkpointed/<pod-uid>, by the Pod's UID, in the root-only store.
+// Layout shared with internal/hibernate (CheckpointedDir, CheckpointedTTL).
+const (
+	checkpointedDir = "checkpointed"
+	checkpointedTTL = 2 * time.Minute
+)
+
+// refuseCheckpointed fails the creation of any container of a Pod the node
+// agent has just checkpointed. Why: the checkpoint stops the sandbox, and
+// stopService lets the kubelet see that at once; the kubelet would then
+// recreate the Pod's sandbox and start the workload afresh (restartPolicy
+// Always) before the controller's deletion of the Pod arrives, a clean
+// second copy that could change the Sandbox's volume after its memory was
+// saved. The kubelet retries on its back-off until the deletion lands. A
+// marker older than the TTL is a leftover and ignored.
+func (s Store) refuseCheckpointed(podUID string, now time.Time) error {
+	if !safeComponent.MatchString(podUID) {
+		return nil // not a CRI pod container (no UID to match)
+	}
+	fi, err := os.Stat(filepath.Join(s.Root, checkpointedDir, podUID))
+	if err != nil || now.Sub(fi.ModTime()) > checkpointedTTL {
+		return nil
+	}
+	return fmt.Errorf("hibernate: pod %s was checkpointed at %s and is being deleted; not starting it again",
+		podUID, fi.ModTime().UTC().Format(time.RFC3339))
 }

@@ -147,3 +147,60 @@ func TestNewExtensionWrapsEveryContainer(t *testing.T) {
 		t.Fatalf("NewExtension = %T, want *stopService over the stock service", ext)
 	}
 }
+
+func TestRefuseCheckpointed(t *testing.T) {
+	s := Store{Root: t.TempDir()}
+	now := time.Now()
+	mark := func(uid string, at time.Time) {
+		t.Helper()
+		p := filepath.Join(s.Root, checkpointedDir, uid)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark("uid-fresh", now.Add(-time.Second))
+	mark("uid-stale", now.Add(-checkpointedTTL-time.Second))
+	if err := s.refuseCheckpointed("uid-fresh", now); err == nil {
+		t.Fatal("a Pod checkpointed a second ago may start again")
+	}
+	for _, uid := range []string{"uid-stale", "uid-other", "", "../checkpointed/uid-fresh"} {
+		if err := s.refuseCheckpointed(uid, now); err != nil {
+			t.Fatalf("pod %q refused: %v", uid, err)
+		}
+	}
+}
+
+// The kubelet's re-creation of a checkpointed Pod's sandbox fails at the
+// shim's Create; a new Pod (another UID, e.g. the restored one) is not
+// affected.
+func TestNewExtensionRefusesACheckpointedPod(t *testing.T) {
+	root := t.TempDir()
+	t.Setenv(EnvRoot, root)
+	if err := os.MkdirAll(filepath.Join(root, checkpointedDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, checkpointedDir, "pod-a"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	create := func(uid string) error {
+		bundle := t.TempDir()
+		spec := `{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-uid":"` + uid + `"}}`
+		if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(spec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := NewExtension(context.Background(), &fakeShim{}, &task.CreateTaskRequest{ID: "s1", Bundle: bundle})
+		return err
+	}
+	if err := create("pod-a"); err == nil {
+		t.Fatal("the checkpointed Pod's sandbox was created again")
+	}
+	if err := create("pod-b"); err != nil {
+		t.Fatalf("another Pod refused: %v", err)
+	}
+}
