@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // CRI annotations containerd writes into every OCI spec.
@@ -130,8 +131,21 @@ func (c Checkpointer) Checkpoint(ctx context.Context, r Request) (Meta, error) {
 			_ = os.RemoveAll(partial)
 		}
 	}()
+	// Before the sandbox stops: from then on the shim refuses to start the
+	// Pod again (see CheckpointedDir); a failed checkpoint lifts that.
+	if err := c.markCheckpointed(r.PodUID, time.Now()); err != nil {
+		return Meta{}, err
+	}
+	defer func() {
+		if !ok {
+			_ = os.Remove(filepath.Join(c.Store.Root, CheckpointedDir, r.PodUID))
+		}
+	}()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, c.Runsc, "--root="+c.RunscRoot, "checkpoint", "--image-path="+partial, id)
+	// --exclude-committed-zero-pages: pages the application committed but
+	// that hold only zeros again (freed arenas, cleared buffers) are left
+	// out of pages.img and come back as zero pages on restore.
+	cmd := exec.CommandContext(ctx, c.Runsc, "--root="+c.RunscRoot, "checkpoint", "--exclude-committed-zero-pages", "--image-path="+partial, id)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		return Meta{}, checkpointError(id, err, stderr.String(), freeBytes(partial))
@@ -164,6 +178,45 @@ func (c Checkpointer) Checkpoint(ctx context.Context, r Request) (Meta, error) {
 	}
 	ok = true
 	return m, nil
+}
+
+// CheckpointedDir (under the store root) holds one empty file per Pod UID
+// whose sandbox a checkpoint stops: <root>/checkpointed/<pod-uid>. The
+// hibernation shim refuses to create containers for such a Pod while the
+// file is younger than CheckpointedTTL. Why: once the shim finishes the
+// stopped sandbox's deletion at once, the kubelet would otherwise recreate
+// the Pod's sandbox and start the workload afresh (restartPolicy Always) in
+// the moment before the controller's deletion of the Pod arrives: a second,
+// clean copy of the process that could write to the Sandbox's volume after
+// its memory was saved. The controller deletes a checkpointed Pod within
+// seconds, so the TTL only bounds a leftover (the layout is shared with
+// hack/gvisor/hibernateshim/restore; keep the two in step).
+const (
+	CheckpointedDir = "checkpointed"
+	CheckpointedTTL = 2 * time.Minute
+)
+
+// markCheckpointed writes the Pod's marker and prunes expired ones (so the
+// directory holds at most the markers of the last TTL).
+func (c Checkpointer) markCheckpointed(podUID string, now time.Time) error {
+	if !safeComponent.MatchString(podUID) {
+		return fmt.Errorf("invalid pod UID %q", podUID)
+	}
+	dir := filepath.Join(c.Store.Root, CheckpointedDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > CheckpointedTTL {
+				_ = os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	if err := writeSynced(filepath.Join(dir, podUID), nil); err != nil {
+		return fmt.Errorf("marking pod %s checkpointed: %w", podUID, err)
+	}
+	return nil
 }
 
 func writeSynced(path string, b []byte) error {

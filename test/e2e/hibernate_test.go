@@ -295,13 +295,29 @@ func BenchmarkDeepHibernation(b *testing.B) {
 	for _, mib := range []int{64, 256, 1024} {
 		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				benchHibernateOnce(b, mib)
+				benchHibernateOnce(b, mib, false)
 			}
 		})
 	}
+	// Real heaps hold committed pages that are zero again (freed arenas,
+	// cleared buffers); the sizes above touch every page with data.
+	b.Run("256MiB-half-zeroed", func(b *testing.B) {
+		if halfZeroedScript == counterScript {
+			b.Fatal("halfZeroedScript no longer changes counterScript's touch loop")
+		}
+		for i := 0; i < b.N; i++ {
+			benchHibernateOnce(b, 256, true)
+		}
+	})
 }
 
-func benchHibernateOnce(b *testing.B, mib int) {
+// halfZeroedScript is counterScript whose buffer's second half is written
+// and then zeroed again: committed pages that hold only zeros.
+var halfZeroedScript = strings.Replace(counterScript,
+	"for i in range(0, len(buf), 4096): buf[i] = 7\n",
+	"for i in range(0, len(buf), 4096): buf[i] = 7\nfor i in range(len(buf) // 2, len(buf), 4096): buf[i] = 0\n", 1)
+
+func benchHibernateOnce(b *testing.B, mib int, zeroHalf bool) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -323,7 +339,11 @@ func benchHibernateOnce(b *testing.B, mib int) {
 		if ann != nil {
 			create = asController(b).Create
 		}
-		p, err := create(ctx, counterPod(n, mib, ann), metav1.CreateOptions{})
+		pod := counterPod(n, mib, ann)
+		if zeroHalf {
+			pod.Spec.Containers[0].Command[2] = halfZeroedScript
+		}
+		p, err := create(ctx, pod, metav1.CreateOptions{})
 		must(err)
 		st := waitFirstAnswer(ctx, b, n)
 		return p, time.Since(start), st
@@ -334,34 +354,54 @@ func benchHibernateOnce(b *testing.B, mib int) {
 		SandboxName: snap, SandboxUID: owner, SnapshotID: snap})
 	must(err)
 	suspend := time.Since(start)
-	deletePodB(tb, name)
+	// What a deep suspend pays after the checkpoint: the Pod's deletion,
+	// whose sandbox the checkpoint has already stopped.
+	cpDelete := deletePodB(tb, name)
 	_, resume, after := create(name+"-r", map[string]string{hibernate.AnnotationRestoreSnapshot: snap})
 	if after.token != before.token {
 		b.Fatalf("%d MiB: the resumed Pod was not restored (token %s, was %s)", mib, after.token, before.token)
 	}
-	deletePodB(tb, name+"-r")
+	// The restored Pod runs: its deletion is an ordinary one, the baseline.
+	runDelete := deletePodB(tb, name+"-r")
 	b.ReportMetric(suspend.Seconds(), "suspend-s")
+	b.ReportMetric(cpDelete.Seconds(), "checkpointed-pod-delete-s")
+	b.ReportMetric(runDelete.Seconds(), "running-pod-delete-s")
 	b.ReportMetric(resume.Seconds(), "resume-to-answer-s")
 	b.ReportMetric(cold.Seconds(), "fs-only-resume-to-answer-s")
 	b.ReportMetric(float64(meta.Size())/(1<<20), "snapshot-MiB")
-	fmt.Printf("deep hibernation %5d MiB touched: checkpoint %6.2fs, snapshot %5d MiB, restore to first answer %5.2fs; filesystem-only resume (fresh pod, process start, %d MiB touch) to first answer %5.2fs\n",
-		mib, suspend.Seconds(), meta.Size()>>20, resume.Seconds(), mib, cold.Seconds())
+	kind := ""
+	if zeroHalf {
+		kind = " (half zeroed)"
+	}
+	fmt.Printf("deep hibernation %5d MiB touched%s: checkpoint %6.2fs, snapshot %5d MiB, delete of the checkpointed pod %5.2fs (of a running pod %5.2fs), restore to first answer %5.2fs; filesystem-only resume (fresh pod, process start, %d MiB touch) to first answer %5.2fs\n",
+		mib, kind, suspend.Seconds(), meta.Size()>>20, cpDelete.Seconds(), runDelete.Seconds(), resume.Seconds(), mib, cold.Seconds())
 }
 
 // benchT lets the test helpers that take *testing.T report into a benchmark.
 type benchT struct{ *testing.B }
 
-func deletePodB(b *benchT, name string) {
+// deletePodB deletes the Pod and returns the time from the delete call
+// until the apiserver no longer has it (the kubelet has stopped its
+// containers and removed its sandbox).
+func deletePodB(b *benchT, name string) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pods := clientset.CoreV1().Pods(metav1.NamespaceDefault)
+	start := time.Now()
 	if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		b.Fatalf("delete pod %s: %v", name, err)
 	}
-	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		_, err := pods.Get(ctx, name, metav1.GetOptions{})
-		return err != nil, nil
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, nil
 	})
+	if err != nil {
+		b.Fatalf("pod %s still there %v after its deletion: %v", name, time.Since(start), err)
+	}
+	return time.Since(start)
 }
 
 // waitFirstAnswer polls the Pod until it has an IP and the counter answers.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"time"
 
 	task "github.com/containerd/containerd/api/runtime/task/v2"
 	"gvisor.dev/gvisor/pkg/shim/v1/extension"
@@ -34,9 +35,20 @@ func storeFromEnv() Store {
 }
 
 // NewExtension is installed as extension.NewExtension. The shim calls it on
-// every container Create and routes later calls through what it returns.
-// Returning nil, nil keeps the stock behaviour (no restore annotation).
+// every container Create and routes all later calls (for every container of
+// the Pod, the last Create's extension wins) through what it returns. Every
+// container gets stopService, which only acts on a Delete the stock shim
+// failed because the sandbox has gone (a checkpoint); a Pod with the restore
+// annotation additionally gets restoringService.
 func NewExtension(ctx context.Context, next extension.TaskServiceExt, req *task.CreateTaskRequest) (extension.TaskServiceExt, error) {
+	ext, err := newExtension(next, req)
+	if err != nil || ext != nil {
+		return ext, err
+	}
+	return newStopService(next), nil
+}
+
+func newExtension(next extension.TaskServiceExt, req *task.CreateTaskRequest) (extension.TaskServiceExt, error) {
 	b, err := os.ReadFile(filepath.Join(req.Bundle, "config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("hibernate: reading OCI spec: %w", err)
@@ -47,10 +59,13 @@ func NewExtension(ctx context.Context, next extension.TaskServiceExt, req *task.
 	if err := json.Unmarshal(b, &spec); err != nil {
 		return nil, fmt.Errorf("hibernate: decoding OCI spec: %w", err)
 	}
+	st := storeFromEnv()
+	if err := st.refuseCheckpointed(spec.Annotations[annoSandboxUID], time.Now()); err != nil {
+		return nil, err
+	}
 	if spec.Annotations[AnnotationSnapshot] == "" {
 		return nil, nil
 	}
-	st := storeFromEnv()
 	d, err := st.Decide(spec.Annotations, runtimeHash())
 	if err != nil {
 		return nil, fmt.Errorf("hibernate: %w", err)
@@ -59,7 +74,7 @@ func NewExtension(ctx context.Context, next extension.TaskServiceExt, req *task.
 		return nil, nil
 	}
 	ref, _ := ParseRef(spec.Annotations[AnnotationSnapshot]) // Decide refused an unparsable one
-	return &restoringService{TaskServiceExt: next, id: req.ID, image: d.ImagePath,
+	return &restoringService{TaskServiceExt: newStopService(next), id: req.ID, image: d.ImagePath,
 		store: st, podUID: spec.Annotations[annoSandboxUID], snapshot: ref.ID,
 		sandboxID: spec.Annotations[annoSandboxID],
 		pod:       spec.Annotations[annoContainerType] == containerTypePod}, nil

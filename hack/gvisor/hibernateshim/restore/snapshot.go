@@ -9,6 +9,7 @@
 //	<root>/snapshots/<namespace>/<snapshot-id>/{checkpoint.img,pages*.img,...}
 //	<root>/snapshots/<namespace>/<snapshot-id>/meta.json
 //	<root>/results/<pod-uid>.json
+//	<root>/checkpointed/<pod-uid>   (agent: this Pod's sandbox is being checkpointed; see stop.go)
 package restore
 
 import (
