@@ -2,6 +2,7 @@ package hibernate
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -201,16 +202,23 @@ func (a *Agent) reportRestore(ctx context.Context, p *corev1.Pod, value string) 
 	if err != nil {
 		r = Result{Snapshot: snap, State: StateFallback, Reason: err.Error()}
 	}
-	if err := a.annotate(ctx, p, AnnotationRestoreResult, r.Encode()); err != nil {
-		return 0, err
-	}
-	// Consumed (restored) or unusable (fallback): either way it is done.
-	// A volume snapshot was moved off the volume by the shim into the
-	// Pod's restore directory (the shim removes what it refused).
+	// Consumed (restored) or unusable (fallback): either way it is done,
+	// and gone before the controller hears of the outcome, so whoever
+	// reads the result (the controller, an operator) never finds a
+	// consumed snapshot still on the node. A volume snapshot was moved off
+	// the volume by the shim into the Pod's restore directory (the shim
+	// removes what it refused). A failed removal does not hold the report
+	// back; it is returned, and the retry removes it (idempotent).
+	var cleanup error
 	if perr == nil && ref.VolumePath != "" {
-		return 0, a.Checkpointer.Store.DeleteRestoreDir(string(p.UID))
+		cleanup = a.Checkpointer.Store.DeleteRestoreDir(string(p.UID))
+	} else {
+		cleanup = a.Checkpointer.Store.DeleteSnapshot(p.Namespace, snap)
 	}
-	return 0, a.Checkpointer.Store.DeleteSnapshot(p.Namespace, snap)
+	if err := a.annotate(ctx, p, AnnotationRestoreResult, r.Encode()); err != nil {
+		return 0, errors.Join(err, cleanup)
+	}
+	return 0, cleanup
 }
 
 func (a *Agent) annotate(ctx context.Context, p *corev1.Pod, k, v string) error {

@@ -1,14 +1,19 @@
 package hibernate
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
@@ -67,3 +72,98 @@ func TestAgentDoesNotRedoAnsweredCheckpointFromStaleCache(t *testing.T) {
 		t.Fatal("runsc was run again for an answered checkpoint")
 	}
 }
+
+// By the time the restore's outcome reaches the Pod (where the controller
+// reads it), the consumed snapshot is gone from the node: a reader of the
+// result never finds it still there (e2e TestDeepHibernationThroughController
+// once did, the agent removing it just after the report). The check runs
+// inside the agent's own PATCH request, before it reaches the apiserver.
+// Real apiserver.
+func TestAgentRemovesConsumedSnapshotBeforeReporting(t *testing.T) {
+	testenv.SkipShort(t)
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	root := t.TempDir()
+	st := Store{Root: filepath.Join(root, "store")}
+	const snap = "sb-uid"
+	dir, err := st.SnapshotDir(metav1.NamespaceDefault, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var reports []bool // for each restore-result PATCH: was the snapshot still there?
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPatch && req.Body != nil {
+				b, _ := io.ReadAll(req.Body)
+				req.Body = io.NopCloser(bytes.NewReader(b))
+				if bytes.Contains(b, []byte(AnnotationRestoreResult)) {
+					_, statErr := os.Stat(dir)
+					mu.Lock()
+					reports = append(reports, statErr == nil)
+					mu.Unlock()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "sb", Namespace: metav1.NamespaceDefault,
+			Annotations: map[string]string{AnnotationRestoreSnapshot: snap}},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "x"}}},
+	}
+	live, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the shim leaves: the snapshot it restored, and its decision.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pages.img"), []byte("pages"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(st.Root, "results"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	res := Result{Snapshot: snap, State: StateRestored}
+	if err := os.WriteFile(filepath.Join(st.Root, "results", string(live.UID)+".json"), []byte(res.Encode()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	a := &Agent{Client: cs, NodeName: "node-1", Checkpointer: Checkpointer{Store: st}}
+	if _, err := a.sync(ctx, live); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	got, err := cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := DecodeResult(got.Annotations[AnnotationRestoreResult]); err != nil || r.State != StateRestored {
+		t.Fatalf("reported %q (%v), want Restored", got.Annotations[AnnotationRestoreResult], err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) != 1 {
+		t.Fatalf("%d restore-result patches, want 1", len(reports))
+	}
+	if reports[0] {
+		t.Fatal("the restore was reported while the consumed snapshot was still in the node store")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("consumed snapshot left behind: %v", err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
