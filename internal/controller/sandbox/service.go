@@ -96,6 +96,19 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *sandboxv1beta1.Sa
 // the Service is asked for) the ports with one merge patch of just the
 // fields that differ.
 func (r *Reconciler) repairService(ctx context.Context, sb *sandboxv1beta1.Sandbox, svc *corev1.Service, hash string, managePorts bool) error {
+	data, err := serviceRepairPatch(sb, svc, hash, managePorts)
+	if err != nil || data == nil {
+		return err
+	}
+	if err := r.Patch(ctx, svc, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("repairing service %q: %w", svc.Name, err)
+	}
+	return nil
+}
+
+// serviceRepairPatch is repairService's merge patch; nil when nothing
+// drifted.
+func serviceRepairPatch(sb *sandboxv1beta1.Sandbox, svc *corev1.Service, hash string, managePorts bool) ([]byte, error) {
 	meta := map[string]any{}
 	spec := map[string]any{}
 	if svc.Labels[labels.SandboxNameHash] != hash {
@@ -116,7 +129,7 @@ func (r *Reconciler) repairService(ctx context.Context, sb *sandboxv1beta1.Sandb
 		}
 	}
 	if len(meta) == 0 && len(spec) == 0 {
-		return nil
+		return nil, nil
 	}
 	body := map[string]any{}
 	if len(meta) > 0 {
@@ -127,12 +140,9 @@ func (r *Reconciler) repairService(ctx context.Context, sb *sandboxv1beta1.Sandb
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("encoding service patch: %w", err)
+		return nil, fmt.Errorf("encoding service patch: %w", err)
 	}
-	if err := r.Patch(ctx, svc, client.RawPatch(types.MergePatchType, data)); err != nil {
-		return fmt.Errorf("repairing service %q: %w", svc.Name, err)
-	}
-	return nil
+	return data, nil
 }
 
 // buildService renders the headless Service of a Sandbox.
