@@ -114,7 +114,11 @@ func TestServiceRepairPatchBytes(t *testing.T) {
 // serviceRepairBytes renders serviceRepairPatch; "" when there is no patch.
 func serviceRepairBytes(t *testing.T, sb *sandboxv1beta1.Sandbox, svc *corev1.Service, hash string, managePorts bool) string {
 	t.Helper()
-	data, err := serviceRepairPatch(sb, svc, hash, managePorts)
+	p := serviceRepairPatch(sb, svc, hash, managePorts)
+	if p.Empty() {
+		return ""
+	}
+	data, err := p.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,11 @@ func TestStatusPatchBytes(t *testing.T) {
 // statusPatchBytes renders statusMergePatch.
 func statusPatchBytes(t *testing.T, old, cur *sandboxv1beta1.SandboxStatus) string {
 	t.Helper()
-	data, err := statusMergePatch(old, cur)
+	p, err := statusMergePatch(old, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := p.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
