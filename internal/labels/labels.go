@@ -88,6 +88,21 @@ func IsSystemKey(key string) bool {
 		key == TraceContext
 }
 
+// UserKeys returns the entries of a label or annotation map whose keys are
+// not system-reserved: what a user's pod template may pass on to a Pod, so
+// that a tenant cannot copy identity labels (for example the Service
+// selector) of another Sandbox. The result is a new map, never nil, which
+// the caller may change.
+func UserKeys(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !IsSystemKey(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // NormalizeCreatedBy maps a created-by value to one of the known clients, or
 // "unknown", so that metrics labels stay bounded.
 func NormalizeCreatedBy(v string) string {

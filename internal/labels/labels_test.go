@@ -3,6 +3,7 @@ package labels
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"testing"
 )
 
@@ -51,6 +52,38 @@ func TestIsSystemKey(t *testing.T) {
 		if got := IsSystemKey(c.key); got != c.want {
 			t.Errorf("IsSystemKey(%q) = %v, want %v", c.key, got, c.want)
 		}
+	}
+}
+
+func TestUserKeys(t *testing.T) {
+	cases := []struct {
+		name string
+		in   map[string]string
+		want map[string]string
+	}{
+		{"nil", nil, map[string]string{}},
+		{"empty", map[string]string{}, map[string]string{}},
+		{"user keys kept", map[string]string{"app": "web", SafeToEvict: "false"}, map[string]string{"app": "web", SafeToEvict: "false"}},
+		{"system keys dropped", map[string]string{
+			SandboxNameHash: "spoofed", "extensions.agents.x-k8s.io/x": "1", TraceContext: "t", "team": "a", "x-agents.x-k8s.io/y": "2",
+		}, map[string]string{"team": "a", "x-agents.x-k8s.io/y": "2"}},
+		{"only system keys", map[string]string{ClaimUID: "u", PodName: "p"}, map[string]string{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := UserKeys(c.in)
+			if got == nil {
+				t.Fatalf("UserKeys(%v) = nil, want a map the caller may write to", c.in)
+			}
+			if !maps.Equal(got, c.want) {
+				t.Errorf("UserKeys(%v) = %v, want %v", c.in, got, c.want)
+			}
+			// The result is the caller's: writing to it leaves the input alone.
+			got["added"] = "x"
+			if _, ok := c.in["added"]; ok {
+				t.Errorf("UserKeys returned its input map")
+			}
+		})
 	}
 }
 

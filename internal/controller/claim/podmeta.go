@@ -8,18 +8,6 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
-// userKeys drops system-reserved keys, which the Sandbox controller never
-// copies to a Pod anyway.
-func userKeys(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if !labels.IsSystemKey(k) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // desiredPodMetadata returns the user-visible pod template labels and
 // annotations of a claimed Sandbox: the template's own plus the claim's
 // additionalPodMetadata, which may add keys but not change template values.
@@ -30,11 +18,11 @@ func userKeys(m map[string]string) map[string]string {
 func desiredPodMetadata(cur sandboxv1beta1.PodMetadata, tmpl *extv1beta1.SandboxTemplate, claim *extv1beta1.SandboxClaim) (map[string]string, map[string]string, error) {
 	var baseL, baseA map[string]string
 	if tmpl != nil {
-		baseL = userKeys(tmpl.Spec.PodTemplate.ObjectMeta.Labels)
-		baseA = userKeys(tmpl.Spec.PodTemplate.ObjectMeta.Annotations)
+		baseL = labels.UserKeys(tmpl.Spec.PodTemplate.ObjectMeta.Labels)
+		baseA = labels.UserKeys(tmpl.Spec.PodTemplate.ObjectMeta.Annotations)
 	} else {
-		baseL = userKeys(cur.Labels)
-		baseA = userKeys(cur.Annotations)
+		baseL = labels.UserKeys(cur.Labels)
+		baseA = labels.UserKeys(cur.Annotations)
 		if baseA[labels.SafeToEvict] == "true" {
 			delete(baseA, labels.SafeToEvict)
 		}
@@ -56,7 +44,7 @@ func desiredPodMetadata(cur sandboxv1beta1.PodMetadata, tmpl *extv1beta1.Sandbox
 // justify a write: the Sandbox controller ignores them, and writing the
 // spec bumps the Sandbox generation, which costs a status write.
 func podMetadataPatch(cur sandboxv1beta1.PodMetadata, wantL, wantA map[string]string, claim *extv1beta1.SandboxClaim, templateRefHash string) map[string]any {
-	if maps.Equal(userKeys(cur.Labels), wantL) && maps.Equal(userKeys(cur.Annotations), wantA) {
+	if maps.Equal(labels.UserKeys(cur.Labels), wantL) && maps.Equal(labels.UserKeys(cur.Annotations), wantA) {
 		return nil
 	}
 	lp := userKeysPatch(cur.Labels, wantL)

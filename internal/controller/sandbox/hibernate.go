@@ -135,7 +135,7 @@ func checkpointFailed(sb *sandboxv1beta1.Sandbox, msg string) string {
 // Sandbox's volume goes wherever the volume can be mounted). The snapshot
 // reference, digest included, comes only from the Sandbox's status, which
 // tenants cannot write; template annotations under agents.x-k8s.io/ never
-// reach a Pod (userKeys).
+// reach a Pod (labels.UserKeys).
 func (r *Reconciler) restoreIntoPod(sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) {
 	snap := sb.Status.MemorySnapshot
 	if !r.Options.DeepHibernation || snap == nil {

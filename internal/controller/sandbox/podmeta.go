@@ -8,19 +8,6 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
-// userKeys returns the template entries a Pod may receive: system-reserved
-// keys are dropped so a tenant cannot spoof identity labels (for example the
-// Service selector) of another Sandbox.
-func userKeys(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if !labels.IsSystemKey(k) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // extensionLabels are the labels a Pod inherits from its Sandbox because an
 // extensions controller owns the Sandbox. Key present with value "" means
 // "must be absent".
@@ -47,7 +34,7 @@ func extensionLabels(sb *sandboxv1beta1.Sandbox) map[string]string {
 // listing it in the tracking annotation makes the next metadata pass remove
 // it from the Pod once the pool lets go. A template value always wins.
 func podAnnotations(sb *sandboxv1beta1.Sandbox) map[string]string {
-	a := userKeys(sb.Spec.PodTemplate.ObjectMeta.Annotations)
+	a := labels.UserKeys(sb.Spec.PodTemplate.ObjectMeta.Annotations)
 	if _, set := a[labels.SafeToEvict]; set || sb.Annotations[labels.SafeToEvict] != "true" {
 		return a
 	}
@@ -59,7 +46,7 @@ func podAnnotations(sb *sandboxv1beta1.Sandbox) map[string]string {
 
 // newPodMetadata returns the labels and annotations of a Pod created for sb.
 func newPodMetadata(sb *sandboxv1beta1.Sandbox) (map[string]string, map[string]string) {
-	tmplLabels := userKeys(sb.Spec.PodTemplate.ObjectMeta.Labels)
+	tmplLabels := labels.UserKeys(sb.Spec.PodTemplate.ObjectMeta.Labels)
 	tmplAnns := podAnnotations(sb)
 	l := maps.Clone(tmplLabels)
 	if l == nil {
@@ -106,7 +93,7 @@ func podMetadataPatch(sb *sandboxv1beta1.Sandbox, podLabels, podAnns map[string]
 			p[k] = nil
 		}
 	}
-	tmplLabels := userKeys(sb.Spec.PodTemplate.ObjectMeta.Labels)
+	tmplLabels := labels.UserKeys(sb.Spec.PodTemplate.ObjectMeta.Labels)
 	tmplAnns := podAnnotations(sb)
 
 	for k, v := range tmplLabels {

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 	"sigs.k8s.io/agent-sandbox/internal/ownerref"
 )
 
@@ -96,12 +96,31 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *sandboxv1beta1.Sa
 // the Service is asked for) the ports with one merge patch of just the
 // fields that differ.
 func (r *Reconciler) repairService(ctx context.Context, sb *sandboxv1beta1.Sandbox, svc *corev1.Service, hash string, managePorts bool) error {
-	meta := map[string]any{}
-	spec := map[string]any{}
-	if svc.Labels[labels.SandboxNameHash] != hash {
-		meta["labels"] = map[string]string{labels.SandboxNameHash: hash}
+	p := serviceRepairPatch(sb, svc, hash, managePorts)
+	if p.Empty() {
+		return nil
 	}
+	patch, err := p.Client()
+	if err != nil {
+		return fmt.Errorf("encoding service patch: %w", err)
+	}
+	if err := r.Patch(ctx, svc, patch); err != nil {
+		return fmt.Errorf("repairing service %q: %w", svc.Name, err)
+	}
+	return nil
+}
+
+// serviceRepairPatch is repairService's merge patch (empty when nothing
+// drifted). It carries no resourceVersion: the repair is idempotent, so a
+// Service changed since it was read is patched all the same.
+func serviceRepairPatch(sb *sandboxv1beta1.Sandbox, svc *corev1.Service, hash string, managePorts bool) mergepatch.Patch {
+	var p mergepatch.Patch
+	if svc.Labels[labels.SandboxNameHash] != hash {
+		p.Meta.Labels = map[string]*string{labels.SandboxNameHash: mergepatch.Set(hash)}
+	}
+	spec := map[string]any{}
 	if len(svc.Spec.Selector) != 1 || svc.Spec.Selector[labels.SandboxNameHash] != hash {
+		// The selector is a map, so a foreign key is only removed by null.
 		sel := map[string]any{labels.SandboxNameHash: hash}
 		for k := range svc.Spec.Selector {
 			if k != labels.SandboxNameHash {
@@ -115,24 +134,10 @@ func (r *Reconciler) repairService(ctx context.Context, sb *sandboxv1beta1.Sandb
 			spec["ports"] = want
 		}
 	}
-	if len(meta) == 0 && len(spec) == 0 {
-		return nil
-	}
-	body := map[string]any{}
-	if len(meta) > 0 {
-		body["metadata"] = meta
-	}
 	if len(spec) > 0 {
-		body["spec"] = spec
+		p.Fields = map[string]any{"spec": spec}
 	}
-	data, err := json.Marshal(body)
-	if err != nil {
-		return fmt.Errorf("encoding service patch: %w", err)
-	}
-	if err := r.Patch(ctx, svc, client.RawPatch(types.MergePatchType, data)); err != nil {
-		return fmt.Errorf("repairing service %q: %w", svc.Name, err)
-	}
-	return nil
+	return p
 }
 
 // buildService renders the headless Service of a Sandbox.

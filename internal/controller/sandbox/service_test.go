@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/labels"
 )
 
 func TestDesiredServicePorts(t *testing.T) {
@@ -56,4 +59,68 @@ func TestDesiredServicePorts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The repair patch is the wire format the write-budget tests count: only
+// what drifted, a foreign selector key removed with null, no
+// resourceVersion precondition (a repair is idempotent, so a newer Service
+// is patched all the same).
+func TestServiceRepairPatchBytes(t *testing.T) {
+	const hash = "h1"
+	sb := makeSandbox("ns", "s").obj()
+	sb.Spec.PodTemplate.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+	inSync := func() *corev1.Service {
+		svc := buildService(sb)
+		svc.Labels[labels.SandboxNameHash] = hash
+		svc.Spec.Selector = map[string]string{labels.SandboxNameHash: hash}
+		svc.Spec.Ports = desiredServicePorts(sb)
+		return svc
+	}
+	const (
+		wantLabel    = `"metadata":{"labels":{"agents.x-k8s.io/sandbox-name-hash":"h1"}}`
+		wantSelector = `"selector":{"agents.x-k8s.io/sandbox-name-hash":"h1","app":null}`
+		wantPorts    = `"ports":[{"name":"http","protocol":"TCP","port":8080,"targetPort":8080}]`
+	)
+	cases := []struct {
+		name        string
+		drift       func(*corev1.Service)
+		managePorts bool
+		want        string // "" means no patch at all
+	}{
+		{"in sync", func(*corev1.Service) {}, true, ""},
+		{"label", func(s *corev1.Service) { s.Labels[labels.SandboxNameHash] = "other" }, true, `{` + wantLabel + `}`},
+		{"label missing", func(s *corev1.Service) { s.Labels = nil }, false, `{` + wantLabel + `}`},
+		{"foreign selector key", func(s *corev1.Service) { s.Spec.Selector["app"] = "x" }, true, `{"spec":{` + wantSelector + `}}`},
+		{"ports managed", func(s *corev1.Service) { s.Spec.Ports = nil }, true, `{"spec":{` + wantPorts + `}}`},
+		{"ports not managed", func(s *corev1.Service) { s.Spec.Ports = nil }, false, ""},
+		{"everything", func(s *corev1.Service) {
+			s.Labels = map[string]string{"keep": "me"}
+			s.Spec.Selector = map[string]string{labels.SandboxNameHash: "other", "app": "x"}
+			s.Spec.Ports[0].Port = 1
+		}, true, `{` + wantLabel + `,"spec":{` + wantPorts + `,` + wantSelector + `}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			svc := inSync()
+			c.drift(svc)
+			got := serviceRepairBytes(t, sb, svc, hash, c.managePorts)
+			if got != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
+
+// serviceRepairBytes renders serviceRepairPatch; "" when there is no patch.
+func serviceRepairBytes(t *testing.T, sb *sandboxv1beta1.Sandbox, svc *corev1.Service, hash string, managePorts bool) string {
+	t.Helper()
+	p := serviceRepairPatch(sb, svc, hash, managePorts)
+	if p.Empty() {
+		return ""
+	}
+	data, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
+	"sigs.k8s.io/agent-sandbox/internal/mergepatch"
 )
 
 // setPodStatusFields copies what status shows about the Pod. A foreign
@@ -109,12 +109,16 @@ func (r *Reconciler) statusDue(key types.NamespacedName, old, cur *sandboxv1beta
 }
 
 func (r *Reconciler) patchStatus(ctx context.Context, sb *sandboxv1beta1.Sandbox, old *sandboxv1beta1.SandboxStatus) error {
-	data, err := statusMergePatch(old, &sb.Status)
+	p, err := statusMergePatch(old, &sb.Status)
 	if err != nil {
 		return err
 	}
+	patch, err := p.Client()
+	if err != nil {
+		return fmt.Errorf("encoding status patch: %w", err)
+	}
 	patched := sb.DeepCopy()
-	if err := r.Status().Patch(ctx, patched, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.Status().Patch(ctx, patched, patch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -124,36 +128,41 @@ func (r *Reconciler) patchStatus(ctx context.Context, sb *sandboxv1beta1.Sandbox
 	return nil
 }
 
-// statusMergePatch renders {"status": new} with explicit nulls for fields
+// statusMergePatch is {"status": new} with explicit nulls for fields
 // that were set before and are empty now: JSON merge patch cannot clear a
-// field by omitting it.
-func statusMergePatch(old, cur *sandboxv1beta1.SandboxStatus) ([]byte, error) {
-	toMap := func(s *sandboxv1beta1.SandboxStatus) (map[string]any, error) {
-		b, err := json.Marshal(s)
-		if err != nil {
-			return nil, err
-		}
-		m := map[string]any{}
-		return m, json.Unmarshal(b, &m)
-	}
-	o, err := toMap(old)
+// field by omitting it. The status goes through a map to learn which
+// fields the encoding leaves out, so its keys are sent sorted. There is no
+// resourceVersion precondition: the Sandbox controller is the only writer
+// of Sandbox status.
+func statusMergePatch(old, cur *sandboxv1beta1.SandboxStatus) (mergepatch.Patch, error) {
+	o, err := statusFields(old)
 	if err != nil {
-		return nil, fmt.Errorf("encoding old status: %w", err)
+		return mergepatch.Patch{}, fmt.Errorf("encoding old status: %w", err)
 	}
-	n, err := toMap(cur)
+	n, err := statusFields(cur)
 	if err != nil {
-		return nil, fmt.Errorf("encoding status: %w", err)
+		return mergepatch.Patch{}, fmt.Errorf("encoding status: %w", err)
 	}
 	for k := range o {
 		if _, ok := n[k]; !ok {
 			n[k] = nil
 		}
 	}
-	data, err := json.Marshal(map[string]any{"status": n})
+	return mergepatch.Patch{Fields: map[string]any{"status": n}}, nil
+}
+
+// statusFields is a status as its JSON object, without the fields its
+// encoding omits because they are empty.
+func statusFields(s *sandboxv1beta1.SandboxStatus) (map[string]any, error) {
+	b, err := json.Marshal(s)
 	if err != nil {
-		return nil, fmt.Errorf("encoding status patch: %w", err)
+		return nil, err
 	}
-	return data, nil
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 func isReady(s *sandboxv1beta1.SandboxStatus) bool {

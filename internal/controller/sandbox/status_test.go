@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -22,25 +21,58 @@ func st(readyStatus metav1.ConditionStatus, reason string, mut func(*sandboxv1be
 	return s
 }
 
-func TestStatusMergePatchClearsFields(t *testing.T) {
-	old := st("True", "DependenciesReady", func(s *sandboxv1beta1.SandboxStatus) { s.PodIPs = []string{"1.2.3.4"}; s.NodeName = "n" })
-	cur := st("False", "SandboxSuspended", nil)
-	data, err := statusMergePatch(old, cur)
+// The status patch is the wire format the write-budget tests count: the
+// whole status, every key sorted (it goes through a map), fields set
+// before and empty now sent as null (merge patch cannot clear a field by
+// leaving it out), and no resourceVersion precondition: the Sandbox
+// controller is the only writer of Sandbox status.
+func TestStatusPatchBytes(t *testing.T) {
+	at := metav1.Unix(500, 0)
+	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, ObservedGeneration: 7, LastTransitionTime: at, Reason: "DependenciesReady", Message: "ok"}
+	const readyJSON = `{"lastTransitionTime":"1970-01-01T00:08:20Z","message":"ok","observedGeneration":7,"reason":"DependenciesReady","status":"True","type":"Ready"}`
+	full := &sandboxv1beta1.SandboxStatus{
+		ServiceFQDN: "s.ns.svc.cluster.local", Service: "s", Conditions: []metav1.Condition{ready},
+		LabelSelector: "agents.x-k8s.io/sandbox-name-hash=h1", PodIPs: []string{"10.0.0.1", "fd00::1"}, NodeName: "n1",
+		MemorySnapshot: &sandboxv1beta1.MemorySnapshot{ID: "uid", NodeName: "n1", SizeBytes: 4096, TakenAt: at},
+	}
+	conditionsOnly := &sandboxv1beta1.SandboxStatus{Conditions: []metav1.Condition{ready}}
+	cases := []struct {
+		name     string
+		old, cur *sandboxv1beta1.SandboxStatus
+		want     string
+	}{
+		{"empty", &sandboxv1beta1.SandboxStatus{}, &sandboxv1beta1.SandboxStatus{}, `{"status":{}}`},
+		{"conditions only", &sandboxv1beta1.SandboxStatus{}, conditionsOnly, `{"status":{"conditions":[` + readyJSON + `]}}`},
+		{"pod IPs and the rest", conditionsOnly, full, `{"status":{"conditions":[` + readyJSON + `],` +
+			`"memorySnapshot":{"id":"uid","nodeName":"n1","sizeBytes":4096,"takenAt":"1970-01-01T00:08:20Z"},` +
+			`"nodeName":"n1","podIPs":["10.0.0.1","fd00::1"],"selector":"agents.x-k8s.io/sandbox-name-hash=h1",` +
+			`"service":"s","serviceFQDN":"s.ns.svc.cluster.local"}}`},
+		{"cleared fields sent as null", full, conditionsOnly, `{"status":{"conditions":[` + readyJSON + `],` +
+			`"memorySnapshot":null,"nodeName":null,"podIPs":null,"selector":null,"service":null,"serviceFQDN":null}}`},
+		{"all cleared", full, &sandboxv1beta1.SandboxStatus{}, `{"status":{"conditions":null,` +
+			`"memorySnapshot":null,"nodeName":null,"podIPs":null,"selector":null,"service":null,"serviceFQDN":null}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := statusPatchBytes(t, c.old, c.cur); got != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
+
+// statusPatchBytes renders statusMergePatch.
+func statusPatchBytes(t *testing.T, old, cur *sandboxv1beta1.SandboxStatus) string {
+	t.Helper()
+	p, err := statusMergePatch(old, cur)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
+	data, err := p.Marshal()
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"podIPs", "nodeName"} {
-		if v, ok := m["status"][k]; !ok || v != nil {
-			t.Errorf("%s must be sent as null, got %v (present %v)", k, v, ok)
-		}
-	}
-	if _, ok := m["status"]["conditions"]; !ok {
-		t.Errorf("conditions missing from patch")
-	}
+	return string(data)
 }
 
 func TestWritePolicyPredicates(t *testing.T) {
