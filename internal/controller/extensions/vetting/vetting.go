@@ -301,21 +301,11 @@ func SpecMatches(want, got *sandboxv1beta1.SandboxSpec) bool {
 		return false
 	}
 	wm, gm := want.PodTemplate.ObjectMeta, got.PodTemplate.ObjectMeta
-	if !maps.Equal(userKeys(wm.Labels), userKeys(gm.Labels)) || !maps.Equal(userKeys(wm.Annotations), userKeys(gm.Annotations)) {
+	if !maps.Equal(labels.UserKeys(wm.Labels), labels.UserKeys(gm.Labels)) || !maps.Equal(labels.UserKeys(wm.Annotations), labels.UserKeys(gm.Annotations)) {
 		return false
 	}
 	if !equality.Semantic.DeepEqual(want.VolumeClaimTemplates, got.VolumeClaimTemplates) {
 		return false
 	}
 	return equality.Semantic.DeepEqual(want.Service, got.Service)
-}
-
-func userKeys(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if !labels.IsSystemKey(k) {
-			out[k] = v
-		}
-	}
-	return out
 }
