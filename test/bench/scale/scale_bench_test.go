@@ -212,9 +212,7 @@ func saveProfile(b *testing.B, metricsURL, path string, d time.Duration) {
 		b.Errorf("controller profile: %s %v", resp.Status, err)
 		return
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		b.Error(err)
-	}
+	writeProfile(b, path, data)
 }
 
 // saveAPIServerProfile fetches a 12 s CPU profile from the apiserver's
@@ -230,6 +228,17 @@ func saveAPIServerProfile(b *testing.B, st *kwokstack.Stack, path string) {
 		Timeout(30 * time.Second).DoRaw(context.Background())
 	if err != nil {
 		b.Errorf("apiserver profile: %v", err)
+		return
+	}
+	writeProfile(b, path, data)
+}
+
+// writeProfile saves a profile, creating its directory
+// (AGENT_SANDBOX_SCALE_PROFILE need not exist yet).
+func writeProfile(b *testing.B, path string, data []byte) {
+	b.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Error(err)
 		return
 	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
