@@ -25,14 +25,28 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/webhook"
 )
 
-func freePort(t *testing.T) int {
+// webhookPort returns a port the webhook server can bind a moment later.
+// A port from listening on :0 is a poor choice: it comes from the
+// ephemeral range, where the kernel also picks the source ports of
+// outgoing connections and the ports of the apiservers and etcds other
+// test packages start at the same time, so it can be taken again before
+// the server binds it. This one comes from below that range, and is
+// checked free on every interface (the server binds all of them).
+func webhookPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	const lo, hi = 20000, 32768 // Linux's ephemeral range starts at 32768
+	start := lo + int(time.Now().UnixNano()%int64(hi-lo))
+	for i := range hi - lo {
+		port := lo + (start-lo+i)%(hi-lo)
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port below the ephemeral range")
+	return 0
 }
 
 // TestControllerServesConversionWebhook runs the controller's run() with
@@ -68,25 +82,36 @@ func TestControllerServesConversionWebhook(t *testing.T) {
 	}
 
 	t.Setenv("KUBECONFIG", env.Kubeconfig)
-	port := freePort(t)
+	port := webhookPort(t)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- run([]string{"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
 			fmt.Sprintf("--webhook-port=%d", port), "--webhook-cert-dir=" + t.TempDir()})
 	}()
 
-	secret := &corev1.Secret{}
-	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	// exited reports the controller's end: every wait below fails at once
+	// with its error instead of running into the deadline.
+	exited := func() error {
 		select {
 		case err := <-errc:
-			return false, fmt.Errorf("controller exited: %w", err)
+			return fmt.Errorf("controller exited: %w", err)
 		default:
+			return nil
+		}
+	}
+	secret := &corev1.Secret{}
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := exited(); err != nil {
+			return false, err
 		}
 		return env.Client.Get(ctx, types.NamespacedName{Namespace: webhook.DefaultNamespace, Name: webhook.DefaultSecretName}, secret) == nil, nil
 	}); err != nil {
 		t.Fatalf("webhook Secret: %v", err)
 	}
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := exited(); err != nil {
+			return false, err
+		}
 		cur := &apiextensionsv1.CustomResourceDefinition{}
 		if err := env.Client.Get(ctx, types.NamespacedName{Name: crd.Name}, cur); err != nil {
 			return false, err
@@ -108,12 +133,18 @@ func TestControllerServesConversionWebhook(t *testing.T) {
 			Raw: []byte(`{"apiVersion":"agents.x-k8s.io/v1beta1","kind":"Sandbox","metadata":{"name":"s","namespace":"n"},"spec":{"operatingMode":"Suspended","podTemplate":{"spec":{"containers":[{"name":"c","image":"i"}]}}}}`)}}},
 	}
 	body, _ := json.Marshal(review)
-	var resp *http.Response
+	var (
+		resp    *http.Response
+		postErr error
+	)
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		resp, err = hc.Post(fmt.Sprintf("https://127.0.0.1:%d/convert", port), "application/json", bytes.NewReader(body))
-		return err == nil, nil
+		if err := exited(); err != nil {
+			return false, err
+		}
+		resp, postErr = hc.Post(fmt.Sprintf("https://127.0.0.1:%d/convert", port), "application/json", bytes.NewReader(body))
+		return postErr == nil, nil
 	}); err != nil {
-		t.Fatalf("webhook not serving: %v", err)
+		t.Fatalf("webhook not serving on port %d: %v (last attempt: %v)", port, err, postErr)
 	}
 	defer resp.Body.Close()
 	if resp.ProtoMajor != 1 {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/labels"
@@ -124,7 +125,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, sb *sandboxv1beta1.Sandbox
 		}
 		return fmt.Errorf("writing sandbox status: %w", err)
 	}
-	r.clock.remember(types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, sb.ResourceVersion, &patched.Status)
+	r.clock.remember(types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, sb.ResourceVersion, patched.ResourceVersion, &patched.Status)
 	return nil
 }
 
@@ -235,25 +236,36 @@ type writeClock struct {
 	written map[types.NamespacedName]writtenStatus
 }
 
-// writtenStatus is a status we wrote onto the object version before.
+// writtenStatus is a status we wrote: read at resourceVersion before, it
+// became (or, a patch that changed nothing, left) resourceVersion after.
 type writtenStatus struct {
-	before string
-	status *sandboxv1beta1.SandboxStatus
+	before, after string
+	status        *sandboxv1beta1.SandboxStatus
 }
 
 func newWriteClock() *writeClock {
 	return &writeClock{first: map[types.NamespacedName]time.Time{}, written: map[types.NamespacedName]writtenStatus{}}
 }
 
-// remember records that status was written onto resourceVersion before.
-func (c *writeClock) remember(key types.NamespacedName, before string, status *sandboxv1beta1.SandboxStatus) {
+// remember records that status was written by a pass that read
+// resourceVersion before, and that the write produced after.
+func (c *writeClock) remember(key types.NamespacedName, before, after string, status *sandboxv1beta1.SandboxStatus) {
 	c.mu.Lock()
-	c.written[key] = writtenStatus{before: before, status: status.DeepCopy()}
+	c.written[key] = writtenStatus{before: before, after: after, status: status.DeepCopy()}
 	c.mu.Unlock()
 }
 
 // catchUp replaces the status of a cached Sandbox that predates our last
 // status write with the status we wrote.
+//
+// Predating is not only "the version our pass read": the status patch has
+// no precondition, so another writer's change (a label, a claim's adoption)
+// may land between our read and our write, and the cache then shows that
+// intermediate version, newer than what we read and older than our write.
+// Taking its status for the truth would compute and announce the written
+// change a second time. Resource versions of one object are comparable
+// integers (apimachinery's resourceversion package); when they are not
+// well formed only the version we read counts as predating.
 func (c *writeClock) catchUp(sb *sandboxv1beta1.Sandbox) {
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	c.mu.Lock()
@@ -262,11 +274,20 @@ func (c *writeClock) catchUp(sb *sandboxv1beta1.Sandbox) {
 	if !ok {
 		return
 	}
-	if w.before == sb.ResourceVersion {
+	if predates(sb.ResourceVersion, w) {
 		sb.Status = *w.status.DeepCopy()
 		return
 	}
-	delete(c.written, key) // the cache has moved past our write
+	delete(c.written, key) // the cache has reached our write
+}
+
+// predates reports whether the cached version rv is older than the write w.
+func predates(rv string, w writtenStatus) bool {
+	if rv == w.before {
+		return true
+	}
+	cmp, err := resourceversion.CompareResourceVersion(rv, w.after)
+	return err == nil && cmp < 0
 }
 
 // wait returns the time left before a deferred write of key is due.

@@ -122,19 +122,32 @@ func TestWriteClock(t *testing.T) {
 		t.Errorf("forget must reset, got %v", w)
 	}
 
-	sb := makeSandbox("n", "s").obj()
-	sb.ResourceVersion = "5"
 	written := st("True", "DependenciesReady", nil)
-	c.remember(key, "5", written)
-	c.catchUp(sb)
-	if len(sb.Status.Conditions) != 2 || sb.Status.Conditions[1].Reason != "DependenciesReady" {
-		t.Errorf("stale cache not caught up: %+v", sb.Status)
+	caughtUp := func(rv string) bool {
+		sb := makeSandbox("n", "s").obj()
+		sb.ResourceVersion = rv
+		c.catchUp(sb)
+		return len(sb.Status.Conditions) == 2 && sb.Status.Conditions[1].Reason == "DependenciesReady"
 	}
-	sb2 := makeSandbox("n", "s").obj()
-	sb2.ResourceVersion = "7"
-	c.catchUp(sb2)
-	if len(sb2.Status.Conditions) != 0 {
-		t.Errorf("a newer object must keep its own status")
+	// Our pass read 5, another writer made 6 (a label), our patch made 7.
+	c.remember(key, "5", "7", written)
+	if !caughtUp("5") {
+		t.Errorf("the version the write was computed from must show the written status")
+	}
+	if !caughtUp("6") {
+		t.Errorf("a version between our read and our write must show the written status (else the change is computed and announced twice)")
+	}
+	if caughtUp("7") || caughtUp("6") {
+		t.Errorf("once the cache reached our write, every version keeps its own status")
+	}
+	c.remember(key, "5", "7", written)
+	if caughtUp("9") || caughtUp("5") {
+		t.Errorf("a version newer than our write keeps its own status, and ends the catch-up")
+	}
+	// Resource versions that are not integers: only the version read counts.
+	c.remember(key, "a5", "a7", written)
+	if !caughtUp("a5") || caughtUp("a6") {
+		t.Errorf("non-integer versions: only the version read predates the write")
 	}
 }
 
