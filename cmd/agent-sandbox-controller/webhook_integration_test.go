@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -22,32 +21,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv/freeport"
 	"sigs.k8s.io/agent-sandbox/internal/webhook"
 )
-
-// webhookPort returns a port the webhook server can bind a moment later.
-// A port from listening on :0 is a poor choice: it comes from the
-// ephemeral range, where the kernel also picks the source ports of
-// outgoing connections and the ports of the apiservers and etcds other
-// test packages start at the same time, so it can be taken again before
-// the server binds it. This one comes from below that range, and is
-// checked free on every interface (the server binds all of them).
-func webhookPort(t *testing.T) int {
-	t.Helper()
-	const lo, hi = 20000, 32768 // Linux's ephemeral range starts at 32768
-	start := lo + int(time.Now().UnixNano()%int64(hi-lo))
-	for i := range hi - lo {
-		port := lo + (start-lo+i)%(hi-lo)
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		return port
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
-}
 
 // TestControllerServesConversionWebhook runs the controller's run() with
 // its default webhook flags against a real apiserver: it creates the
@@ -82,7 +58,7 @@ func TestControllerServesConversionWebhook(t *testing.T) {
 	}
 
 	t.Setenv("KUBECONFIG", env.Kubeconfig)
-	port := webhookPort(t)
+	port := freeport.T(t) // bound by the webhook server a moment later
 	errc := make(chan error, 1)
 	go func() {
 		errc <- run([]string{"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",

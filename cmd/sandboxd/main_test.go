@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv/freeport"
 )
 
 func TestRunFlags(t *testing.T) {
@@ -130,16 +131,6 @@ func TestBinaryExitCodes(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestBinary builds the static binary, runs it, uses both HTTP APIs, and
 // stops it with SIGTERM.
 func TestBinary(t *testing.T) {
@@ -159,7 +150,7 @@ func TestBinary(t *testing.T) {
 	_ = f.Close()
 
 	tmp := t.TempDir()
-	rest, grpcPort, legacyPort := freePort(t), freePort(t), freePort(t)
+	rest, grpcPort, legacyPort := freeport.T(t), freeport.T(t), freeport.T(t)
 	cmd := exec.Command(bin, "--listen-host=127.0.0.1",
 		fmt.Sprintf("--rest-port=%d", rest), fmt.Sprintf("--grpc-port=%d", grpcPort), fmt.Sprintf("--legacy-port=%d", legacyPort),
 		"--root-dir="+filepath.Join(tmp, "workspace"))

@@ -54,6 +54,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/manager"
 	"sigs.k8s.io/agent-sandbox/internal/router"
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv/freeport"
 )
 
 // Ports sandboxd serves on, on each sandbox's own address: the legacy
@@ -549,12 +550,10 @@ func waitHTTP(ctx context.Context, url string, done <-chan error, timeout time.D
 
 func freePort() (int, error) {
 	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := freeport.Get()
 		if err != nil {
-			return 0, fmt.Errorf("finding a free port: %w", err)
+			return 0, err
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
 		// The router refuses to dial its own ports, and sandboxd uses
 		// these on other addresses; keep them distinct to avoid confusion.
 		if port != LegacyPort && port != RESTPort && port != GRPCPort {

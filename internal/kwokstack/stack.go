@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv/freeport"
 )
 
 // NodeAnnotation marks the nodes kwok manages (and only those).
@@ -348,9 +348,30 @@ func (s *Stack) StartController(ctx context.Context) error {
 	if s.controller != nil {
 		return errors.New("controller already running")
 	}
+	// The metrics port is free when picked, but another program can take
+	// it before the controller binds it, and the controller exits. Retry
+	// on a fresh port then.
+	var lastErr error
+	for range 3 {
+		p, url, err := s.startController(ctx)
+		if err == nil {
+			s.controller, s.metricsURL = p, url
+			return nil
+		}
+		if !errors.Is(err, errExitedBeforeServing) {
+			return err
+		}
+		lastErr = err
+	}
+	return lastErr
+}
+
+// startController starts one controller process on a fresh metrics port
+// and waits until it serves there.
+func (s *Stack) startController(ctx context.Context) (*process, string, error) {
 	port, err := freePort()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	args := append([]string{
 		"--extensions", "--leader-elect=false",
@@ -363,15 +384,14 @@ func (s *Stack) StartController(ctx context.Context) error {
 	}, s.opts.ControllerArgs...)
 	p, err := startProcessEnv(s.WorkDir, "controller", []string{"KUBECONFIG=" + s.Kubeconfig}, s.ctrlBin, args...)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
 	if err := waitHTTP(ctx, url, p, 2*time.Minute); err != nil {
 		p.kill()
-		return fmt.Errorf("controller: %w\n%s", err, p.tail())
+		return nil, "", fmt.Errorf("controller: %w\n%s", err, p.tail())
 	}
-	s.controller, s.metricsURL = p, url
-	return nil
+	return p, url, nil
 }
 
 // StopController kills the controller (SIGKILL: a crash, as the restart
@@ -508,6 +528,9 @@ func controllerBinary(ctx context.Context, given, workDir string) (string, error
 
 var probeClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 
+// errExitedBeforeServing: the process ended before its endpoint answered.
+var errExitedBeforeServing = errors.New("exited before serving")
+
 // waitHTTP polls url until it answers 200 or p exits.
 func waitHTTP(ctx context.Context, url string, p *process, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -521,7 +544,7 @@ func waitHTTP(ctx context.Context, url string, p *process, timeout time.Duration
 			}
 		}
 		if err := p.exited(); err != nil {
-			return fmt.Errorf("exited before serving: %w", err)
+			return fmt.Errorf("%w: %w", errExitedBeforeServing, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -531,11 +554,4 @@ func waitHTTP(ctx context.Context, url string, p *process, timeout time.Duration
 	}
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freeport.Get() }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv/freeport"
 )
 
 // failAfter bounds channel waits so a broken test fails instead of hanging;
@@ -243,15 +245,10 @@ func TestProxyStreamsWithoutBuffering(t *testing.T) {
 	})
 }
 
+// freePort is a loopback address with a port nothing listens on.
 func freePort(t *testing.T) netip.AddrPort {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ap := netip.MustParseAddrPort(ln.Addr().String())
-	ln.Close()
-	return ap
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(freeport.T(t)))
 }
 
 func TestProxyDeadPortAndRefusalDoesNotPoison(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/agent-sandbox/internal/images"
+	"sigs.k8s.io/agent-sandbox/internal/testenv/freeport"
 )
 
 // moduleDir is the repository root, two levels up from this package.
@@ -223,16 +223,6 @@ func TestSandboxdImage(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestPythonRuntimeImage builds the python-runtime image on the cached
 // debootstrap root file system (building that first takes about a minute
 // and needs root plus the Debian mirror), checks it, and then runs the
@@ -285,7 +275,7 @@ func TestPythonRuntimeImage(t *testing.T) {
 	if err := os.Chmod(filepath.Join(root, "dev", "null"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	rest, grpcPort, legacy := freePort(t), freePort(t), freePort(t)
+	rest, grpcPort, legacy := freeport.T(t), freeport.T(t), freeport.T(t)
 	cmd := exec.Command("chroot", "--userspec=1000:1000", root, "/usr/local/bin/sandboxd", "--root-dir=/app",
 		"--listen-host=127.0.0.1", fmt.Sprintf("--rest-port=%d", rest), fmt.Sprintf("--grpc-port=%d", grpcPort), fmt.Sprintf("--legacy-port=%d", legacy))
 	cmd.Env = append(slices.Clone(info.Config.Config.Env), "SANDBOX_BASE_DIR=/app")
