@@ -264,8 +264,9 @@ func (c *writeClock) remember(key types.NamespacedName, before, after string, st
 // intermediate version, newer than what we read and older than our write.
 // Taking its status for the truth would compute and announce the written
 // change a second time. Resource versions of one object are comparable
-// integers (apimachinery's resourceversion package); when they are not
-// well formed only the version we read counts as predating.
+// integers (KEP-5504, stable in Kubernetes 1.35; apimachinery's
+// resourceversion package); when they are not well formed, only the
+// version we read counts as predating.
 func (c *writeClock) catchUp(sb *sandboxv1beta1.Sandbox) {
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	c.mu.Lock()
