@@ -369,7 +369,7 @@ func (s *Stack) StartController(ctx context.Context) error {
 // startController starts one controller process on a fresh metrics port
 // and waits until it serves there.
 func (s *Stack) startController(ctx context.Context) (*process, string, error) {
-	port, err := freePort()
+	port, err := freeport.Get()
 	if err != nil {
 		return nil, "", err
 	}
@@ -553,5 +553,3 @@ func waitHTTP(ctx context.Context, url string, p *process, timeout time.Duration
 		}
 	}
 }
-
-func freePort() (int, error) { return freeport.Get() }
