@@ -9,8 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	"sigs.k8s.io/agent-sandbox/internal/hibernate"
 )
 
 // After the node agent's checkpoint has stopped a Pod's sandbox, the
@@ -23,28 +21,17 @@ import (
 func TestDeepHibernationCheckpointedPodNotRestarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cp := hibernateCheckpointer()
 	pods := clientset.CoreV1().Pods(metav1.NamespaceDefault)
-	snap := fmt.Sprintf("e2e-hib-stop-%d", time.Now().UnixNano())
-	t.Cleanup(func() { _ = cp.Store.DeleteSnapshot(metav1.NamespaceDefault, snap) })
-	owner := snapshotOwner(t, "hib-stopped-owner")
-
-	orig, err := pods.Create(ctx, counterPod("hib-stopped", 64, nil), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deletePod(t, "hib-stopped") })
-	ready := waitPodReady(ctx, t, orig.Name)
-	before := readCounter(ctx, t, ready.Status.PodIP)
-	if _, err := cp.Checkpoint(ctx, hibernate.Request{PodUID: string(orig.UID), Namespace: metav1.NamespaceDefault,
-		SandboxName: "hib-stopped-owner", SandboxUID: owner, SnapshotID: snap}); err != nil {
+	counter := startCounter(ctx, t, "hib-stopped")
+	ready, before := counter.pod, counter.before
+	if _, err := counter.checkpoint(ctx, ready.UID); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
 	start := time.Now()
 
 	var refused string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := pods.Get(ctx, orig.Name, metav1.GetOptions{})
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, ready.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil //nolint:nilerr // transient: poll on
 		}
@@ -55,7 +42,7 @@ func TestDeepHibernationCheckpointedPodNotRestarted(t *testing.T) {
 			}
 		}
 		evs, err := clientset.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.uid=" + string(orig.UID)})
+			FieldSelector: "involvedObject.uid=" + string(ready.UID)})
 		if err != nil {
 			return false, nil //nolint:nilerr // transient: poll on
 		}
@@ -71,7 +58,7 @@ func TestDeepHibernationCheckpointedPodNotRestarted(t *testing.T) {
 		t.Fatalf("waiting for the kubelet's re-creation of the checkpointed Pod to be refused: %v", err)
 	}
 	t.Logf("refused %v after the checkpoint: %.300s", time.Since(start).Round(time.Millisecond), refused)
-	p, err := pods.Get(ctx, orig.Name, metav1.GetOptions{})
+	p, err := pods.Get(ctx, ready.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -136,6 +137,43 @@ func snapshotOwner(tb testing.TB, name string) string {
 	return string(sb.UID)
 }
 
+// checkpointedCounter is a counter Pod on the node, Ready and read once,
+// with a snapshot ID of its own and a real owner for it (snapshotOwner), for
+// the tests that checkpoint a Pod themselves with the node agent's code.
+type checkpointedCounter struct {
+	cp        hibernate.Checkpointer
+	snap      string
+	ownerName string
+	ownerUID  string
+	pod       *corev1.Pod // as it turned Ready
+	before    counterState
+}
+
+// startCounter creates the counter Pod name (64 MiB touched) and the owner
+// Sandbox name+"-owner", waits until the Pod is Ready and reads it. The
+// snapshot, the Pod and the owner are removed when the test ends.
+func startCounter(ctx context.Context, t *testing.T, name string) *checkpointedCounter {
+	t.Helper()
+	c := &checkpointedCounter{cp: hibernateCheckpointer(), snap: fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()), ownerName: name + "-owner"}
+	t.Cleanup(func() { _ = c.cp.Store.DeleteSnapshot(metav1.NamespaceDefault, c.snap) })
+	c.ownerUID = snapshotOwner(t, c.ownerName)
+	orig, err := clientset.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, counterPod(name, 64, nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deletePod(t, name) })
+	c.pod = waitPodReady(ctx, t, orig.Name)
+	c.before = readCounter(ctx, t, c.pod.Status.PodIP)
+	return c
+}
+
+// checkpoint saves the Pod with UID podUID into the counter's snapshot, as
+// the node agent does for a suspend.
+func (c *checkpointedCounter) checkpoint(ctx context.Context, podUID types.UID) (hibernate.Meta, error) {
+	return c.cp.Checkpoint(ctx, hibernate.Request{PodUID: string(podUID), Namespace: metav1.NamespaceDefault,
+		SandboxName: c.ownerName, SandboxUID: c.ownerUID, SnapshotID: c.snap})
+}
+
 func hibernateCheckpointer() hibernate.Checkpointer {
 	cfg := localcluster.DefaultConfig()
 	return hibernate.Checkpointer{
@@ -177,31 +215,20 @@ func waitRestoreResult(ctx context.Context, t *testing.T, st hibernate.Store, po
 func TestDeepHibernationPodRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cp := hibernateCheckpointer()
 	pods := clientset.CoreV1().Pods(metav1.NamespaceDefault)
-	snap := fmt.Sprintf("e2e-hib-%d", time.Now().UnixNano())
-	t.Cleanup(func() { _ = cp.Store.DeleteSnapshot(metav1.NamespaceDefault, snap) })
-	owner := snapshotOwner(t, "hib-counter-owner")
-
-	orig, err := pods.Create(ctx, counterPod("hib-counter", 64, nil), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deletePod(t, "hib-counter") })
-	ready := waitPodReady(ctx, t, orig.Name)
-	before := readCounter(ctx, t, ready.Status.PodIP)
+	counter := startCounter(ctx, t, "hib-counter")
+	cp, snap, ready, before := counter.cp, counter.snap, counter.pod, counter.before
 	if before.file != "opened-before-suspend" || before.mem != "7" {
 		t.Fatalf("counter before suspend: %+v", before)
 	}
 
 	start := time.Now()
-	meta, err := cp.Checkpoint(ctx, hibernate.Request{PodUID: string(orig.UID), Namespace: metav1.NamespaceDefault,
-		SandboxName: "hib-counter-owner", SandboxUID: owner, SnapshotID: snap})
+	meta, err := counter.checkpoint(ctx, ready.UID)
 	if err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
 	t.Logf("checkpoint of a 64 MiB counter: %v, %d MiB", time.Since(start).Round(time.Millisecond), meta.Size()>>20)
-	deletePod(t, orig.Name)
+	deletePod(t, ready.Name)
 
 	restored, err := asController(t).Create(ctx, counterPod("hib-counter-restored", 64,
 		map[string]string{hibernate.AnnotationRestoreSnapshot: snap}), metav1.CreateOptions{})
@@ -258,8 +285,7 @@ func TestDeepHibernationPodRestore(t *testing.T) {
 
 	// Truncated snapshot: checkpoint the restored Pod, cut its pages file,
 	// start a Pod from it. The shim must refuse and start it clean.
-	if _, err := cp.Checkpoint(ctx, hibernate.Request{PodUID: string(restored.UID), Namespace: metav1.NamespaceDefault,
-		SandboxName: "hib-counter-owner", SandboxUID: owner, SnapshotID: snap}); err != nil {
+	if _, err := counter.checkpoint(ctx, restored.UID); err != nil {
 		t.Fatalf("second checkpoint: %v", err)
 	}
 	deletePod(t, restored.Name)
