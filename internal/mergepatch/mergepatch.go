@@ -25,6 +25,13 @@ type Meta struct {
 	// ResourceVersion, when set, makes the patch conditional on the
 	// object being unchanged since it was read.
 	ResourceVersion string
+	// ResetManagedFields clears metadata.managedFields (the apiserver's
+	// documented reset: a list holding one empty entry). The apiserver
+	// records no field ownership for updates of an object without
+	// managedFields until someone server-side applies it, so this write and
+	// every later update of the object skip the field-ownership diff, the
+	// costliest step of a custom resource update after decoding.
+	ResetManagedFields bool
 }
 
 // Patch is one merge patch.
@@ -58,6 +65,9 @@ func (p Patch) Marshal() ([]byte, error) {
 	}
 	if p.Meta.ResourceVersion != "" {
 		meta["resourceVersion"] = p.Meta.ResourceVersion
+	}
+	if p.Meta.ResetManagedFields {
+		meta["managedFields"] = []map[string]any{{}}
 	}
 	if len(meta) > 0 {
 		body["metadata"] = meta

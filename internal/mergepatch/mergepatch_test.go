@@ -22,6 +22,8 @@ func TestMarshal(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "K", Name: "n", UID: "u", Controller: &yes}},
 			ResourceVersion: "9"}},
 			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"n","uid":"u","controller":true}],"resourceVersion":"9"}}`, false},
+		{"managedFields reset alone is empty", Patch{Meta: Meta{ResetManagedFields: true}},
+			`{"metadata":{"managedFields":[{}]}}`, true},
 		{"fields and annotations", Patch{Meta: Meta{Annotations: map[string]*string{"x": Set("")}},
 			Fields: map[string]any{"spec": map[string]any{"replicas": 2}}},
 			`{"metadata":{"annotations":{"x":""}},"spec":{"replicas":2}}`, false},

@@ -53,6 +53,7 @@ type patchShape struct {
 		OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 		Labels          map[string]*string      `json:"labels"`
 		Annotations     map[string]*string      `json:"annotations"`
+		ManagedFields   []map[string]any        `json:"managedFields"`
 	} `json:"metadata"`
 	Spec *struct {
 		PodTemplate struct {
@@ -87,6 +88,9 @@ func TestAdoptionPatchMetadata(t *testing.T) {
 	m := p.Metadata
 	if m.ResourceVersion != "42" {
 		t.Error("the patch must carry the candidate's resourceVersion: it is the reservation")
+	}
+	if len(m.ManagedFields) != 1 || len(m.ManagedFields[0]) != 0 {
+		t.Errorf("managedFields = %v, want the reset marker [{}]", m.ManagedFields)
 	}
 	if len(m.OwnerReferences) != 1 || m.OwnerReferences[0].Kind != "SandboxClaim" || m.OwnerReferences[0].UID != "claim-uid" ||
 		!ptr.Deref(m.OwnerReferences[0].Controller, false) {

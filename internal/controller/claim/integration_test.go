@@ -147,6 +147,33 @@ func TestWarmAdoption(t *testing.T) {
 	}
 }
 
+// The adoption patch resets the field ownership the pool's create recorded,
+// and the apiserver then records none for later updates of the claimed
+// Sandbox (a plain update, a status write): they skip the ownership diff.
+// Fails if the reset is left out of the patch.
+func TestAdoptionDropsFieldOwnership(t *testing.T) {
+	w := newWorld(t, defaults())
+	w.readyPool("pool", 1, nil)
+	if m := w.sandboxes(); len(m) != 1 || len(m[0].ManagedFields) == 0 {
+		t.Fatalf("pool member without recorded field ownership before the claim: %+v", m)
+	}
+	w.claim("c1", "pool", nil)
+	sb := w.waitReady("c1")
+	if len(sb.ManagedFields) != 0 {
+		t.Fatalf("claimed Sandbox still records field ownership: %+v", sb.ManagedFields)
+	}
+	ctx := context.Background()
+	if err := w.c.Patch(ctx, sb, rawPatch(`{"metadata":{"labels":{"team":"a"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Status().Patch(ctx, sb, rawPatch(`{"status":{"nodeName":"elsewhere"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.mustSandbox(sb.Name); got.Labels["team"] != "a" || len(got.ManagedFields) != 0 {
+		t.Errorf("after an update and a status write: labels %v, managedFields %+v", got.Labels, got.ManagedFields)
+	}
+}
+
 func TestMissingPoolThenTemplateRecover(t *testing.T) {
 	w := newWorld(t, defaults())
 	errsBefore := reconcileErrors(t)
