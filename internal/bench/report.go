@@ -43,6 +43,15 @@ func WriteTable(w io.Writer, r *Result) error {
 	} else {
 		fmt.Fprintf(tw, "apiserver writes\tunavailable: %s\n", r.WritesError)
 	}
+	switch c := r.Calibration; {
+	case c != nil:
+		fmt.Fprintf(tw, "apiserver floor\tConfigMap patch p50 %s, p90 %s (%d one after another before the run)\n", fmtDur(c.WriteP50), fmtDur(c.WriteP90), c.Writes)
+		if c.StealPercent >= 0 {
+			fmt.Fprintf(tw, "CPU steal\t%.1f%% of this machine's CPU during the run\n", c.StealPercent)
+		}
+	case r.CalibrationError != "":
+		fmt.Fprintf(tw, "apiserver floor\tunavailable: %s\n", r.CalibrationError)
+	}
 	if r.ControllerCPU > 0 || r.ControllerRSS > 0 {
 		fmt.Fprintf(tw, "controller\t%.2f CPU s, peak RSS %.0f MiB\n", r.ControllerCPU, r.ControllerRSS/(1<<20))
 	}

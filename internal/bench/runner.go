@@ -87,7 +87,11 @@ type Result struct {
 	WritesError     string             `json:"apiserver_writes_error,omitempty"`
 	ControllerCPU   float64            `json:"controller_cpu_seconds,omitempty"`
 	ControllerRSS   float64            `json:"controller_peak_rss_bytes,omitempty"`
-	Traces          []*ClaimTrace      `json:"traces,omitempty"`
+	// Calibration is the apiserver's floor and the machine's CPU steal at
+	// the time of the run; CalibrationError says why it is missing.
+	Calibration      *Calibration  `json:"calibration,omitempty"`
+	CalibrationError string        `json:"calibration_error,omitempty"`
+	Traces           []*ClaimTrace `json:"traces,omitempty"`
 }
 
 // splitWrites divides the run's apiserver writes per claim into:
@@ -204,6 +208,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("listing claims: %w", err)
 	}
 
+	// Before the write counters are read: its writes are not the run's.
+	calib, calibErr := calibrateWrites(ctx, c, cfg.Namespace, runID)
+
 	var apiBefore RequestCounts
 	apiBefore, apiErr := ScrapeAPIServerWrites(ctx, cfg.RestConfig)
 	var cpuBefore float64
@@ -242,6 +249,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	readyAll := make(chan struct{})
 	go tr.watchLoop(watchCtx, c, cfg.Namespace, runID, list.ResourceVersion, readyAll)
 
+	cpuAtStart, haveCPU := readCPUTimes()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, at := range arrivals(cfg) {
@@ -279,6 +287,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, ctx.Err()
 	}
 	elapsed := time.Since(start)
+	if cpuAtEnd, ok := readCPUTimes(); ok && haveCPU {
+		calib.StealPercent = stealPercent(cpuAtStart, cpuAtEnd)
+	}
 
 	interactions.Wait()
 	// Let the controllers finish side effects (refill, relabels) so their
@@ -286,6 +297,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	time.Sleep(2 * time.Second)
 
 	res := &Result{Scenario: cfg.Scenario, Elapsed: elapsed, Traces: tr.traces()}
+	if calibErr != nil {
+		res.CalibrationError = calibErr.Error()
+	} else {
+		res.Calibration = &calib
+	}
 	if err := res.countTraces(); err != nil {
 		return nil, err
 	}
