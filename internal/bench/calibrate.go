@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -58,8 +57,8 @@ func calibrateWrites(ctx context.Context, c client.Client, namespace, runID stri
 			return Calibration{}, ctx.Err()
 		}
 	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return Calibration{Writes: len(ds), WriteP50: ds[len(ds)/2], WriteP90: ds[len(ds)*9/10], StealPercent: -1}, nil
+	s := Summarize(ds)
+	return Calibration{Writes: s.Count, WriteP50: s.P50, WriteP90: s.P90, StealPercent: -1}, nil
 }
 
 // cpuTimes is the aggregate "cpu" line of /proc/stat, in clock ticks.
