@@ -3,8 +3,12 @@ package bench_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 	"sigs.k8s.io/agent-sandbox/internal/bench"
@@ -51,6 +55,19 @@ func TestRunAgainstIntegrationStack(t *testing.T) {
 		}
 		if res.Writes == nil || res.ClientWrites < 1 || res.ClaimPathWrites <= 0 || res.RefillWrites <= 0 {
 			t.Errorf("write accounting: client %.2f claim %.2f refill %.2f (%v)", res.ClientWrites, res.ClaimPathWrites, res.RefillWrites, res.Writes)
+		}
+		if c := res.Calibration; c == nil || c.Writes != 20 || c.WriteP50 <= 0 || c.WriteP50 > c.WriteP90 {
+			t.Errorf("calibration %+v (error %q)", c, res.CalibrationError)
+		}
+		// The calibration's ConfigMap is the harness's own: it must not outlive the run.
+		var cms corev1.ConfigMapList
+		if err := st.Client.List(ctx, &cms, client.InNamespace(st.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range cms.Items {
+			if strings.HasPrefix(cm.Name, "bench-calibration-") {
+				t.Errorf("calibration ConfigMap %s left behind", cm.Name)
+			}
 		}
 		var table bytes.Buffer
 		if err := bench.WriteTable(&table, res); err != nil {
