@@ -63,6 +63,16 @@ func (c RequestCounts) Keys() []string {
 // (apiserver_request_total) and returns the write requests by verb and
 // resource. It counts every client, so run benchmarks on a quiet cluster.
 func ScrapeAPIServerWrites(ctx context.Context, cfg *rest.Config) (RequestCounts, error) {
+	body, err := apiserverMetrics(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = body.Close() }()
+	return parseRequestTotals(body)
+}
+
+// apiserverMetrics opens the apiserver's /metrics through cfg.
+func apiserverMetrics(ctx context.Context, cfg *rest.Config) (io.ReadCloser, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver metrics client: %w", err)
@@ -71,8 +81,7 @@ func ScrapeAPIServerWrites(ctx context.Context, cfg *rest.Config) (RequestCounts
 	if err != nil {
 		return nil, fmt.Errorf("reading apiserver /metrics (the benchmark needs permission to GET /metrics): %w", err)
 	}
-	defer body.Close()
-	return parseRequestTotals(body)
+	return body, nil
 }
 
 // parseRequestTotals extracts write counts from Prometheus text format.
@@ -84,15 +93,11 @@ func parseRequestTotals(r io.Reader) (RequestCounts, error) {
 // requests the apiserver answered with an error code (4xx, 5xx): a
 // status patch on a Sandbox deleted meanwhile (404) wrote nothing.
 func ScrapeAPIServerFailedWrites(ctx context.Context, cfg *rest.Config) (RequestCounts, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	body, err := apiserverMetrics(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("apiserver metrics client: %w", err)
+		return nil, err
 	}
-	body, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").Stream(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading apiserver /metrics: %w", err)
-	}
-	defer body.Close()
+	defer func() { _ = body.Close() }()
 	return parseRequestTotalsWhere(body, func(code string) bool { return code != "" && code[0] != '2' })
 }
 

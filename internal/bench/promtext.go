@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -141,13 +140,9 @@ func scrapeURL(ctx context.Context, url string, want ...string) (*Samples, error
 
 // scrapeAPIServer fetches the apiserver's /metrics through cfg.
 func scrapeAPIServer(ctx context.Context, cfg *rest.Config, want ...string) (*Samples, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	body, err := apiserverMetrics(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("apiserver metrics client: %w", err)
-	}
-	body, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").Stream(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading apiserver /metrics: %w", err)
+		return nil, err
 	}
 	defer func() { _ = body.Close() }()
 	return parseSamples(body, want...)

@@ -43,6 +43,16 @@ func WriteTable(w io.Writer, r *Result) error {
 	} else {
 		fmt.Fprintf(tw, "apiserver writes\tunavailable: %s\n", r.WritesError)
 	}
+	switch {
+	case len(r.ServerTimes) > 0:
+		fmt.Fprintln(tw, "server time per write\tmean as the apiserver measured it (n)")
+		for _, k := range r.ServerTimes.Keys() {
+			t := r.ServerTimes[k]
+			fmt.Fprintf(tw, "  %s\t%s (%.0f)\n", k, fmtDur(t.Mean), t.Count)
+		}
+	case r.ServerTimesError != "":
+		fmt.Fprintf(tw, "server time per write\tunavailable: %s\n", r.ServerTimesError)
+	}
 	switch c := r.Calibration; {
 	case c != nil:
 		fmt.Fprintf(tw, "apiserver floor\tConfigMap patch p50 %s, p90 %s (%d one after another before the run)\n", fmtDur(c.WriteP50), fmtDur(c.WriteP90), c.Writes)

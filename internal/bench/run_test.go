@@ -59,6 +59,16 @@ func TestRunAgainstIntegrationStack(t *testing.T) {
 		if c := res.Calibration; c == nil || c.Writes != 20 || c.WriteP50 <= 0 || c.WriteP50 > c.WriteP90 {
 			t.Errorf("calibration %+v (error %q)", c, res.CalibrationError)
 		}
+		// The apiserver's own times of the claim path: every claim's create,
+		// adoption patch and status write was served in the window.
+		for _, k := range []string{"POST sandboxclaims", "PATCH sandboxes", "PATCH sandboxclaims/status", "etcd create sandboxclaims", "etcd update sandboxclaims"} {
+			if st := res.ServerTimes[k]; st.Count < 10 || st.Mean <= 0 || st.Mean > time.Minute {
+				t.Errorf("server time %s = %+v (all %v, error %q)", k, st, res.ServerTimes, res.ServerTimesError)
+			}
+		}
+		if st := res.ServerTimes["POST sandboxclaims"]; st.Count != 10 {
+			t.Errorf("server time counted %v claim creates, want the run's 10", st.Count)
+		}
 		// The calibration's ConfigMap is the harness's own: it must not outlive the run.
 		var cms corev1.ConfigMapList
 		if err := st.Client.List(ctx, &cms, client.InNamespace(st.Namespace)); err != nil {

@@ -85,8 +85,14 @@ type Result struct {
 	TeardownWrites  float64            `json:"teardown_writes_per_claim"`
 	EventWrites     float64            `json:"event_writes_per_claim"`
 	WritesError     string             `json:"apiserver_writes_error,omitempty"`
-	ControllerCPU   float64            `json:"controller_cpu_seconds,omitempty"`
-	ControllerRSS   float64            `json:"controller_peak_rss_bytes,omitempty"`
+	// ServerTimes are the apiserver's and etcd's mean times of the claim
+	// path's write requests during the run (all clients' requests to those
+	// resources, the refill's included); ServerTimesError says why they
+	// are missing.
+	ServerTimes      ServerTimes `json:"server_times,omitempty"`
+	ServerTimesError string      `json:"server_times_error,omitempty"`
+	ControllerCPU    float64     `json:"controller_cpu_seconds,omitempty"`
+	ControllerRSS    float64     `json:"controller_peak_rss_bytes,omitempty"`
 	// Calibration is the apiserver's floor and the machine's CPU steal at
 	// the time of the run; CalibrationError says why it is missing.
 	Calibration      *Calibration  `json:"calibration,omitempty"`
@@ -213,6 +219,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	var apiBefore RequestCounts
 	apiBefore, apiErr := ScrapeAPIServerWrites(ctx, cfg.RestConfig)
+	timesBefore, timesErr := scrapeServerTimes(ctx, cfg.RestConfig)
 	var cpuBefore float64
 	if cfg.ControllerMetricsURL != "" {
 		cpuBefore, _, _ = ScrapeProcess(ctx, cfg.ControllerMetricsURL)
@@ -320,6 +327,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if apiErr != nil {
 		res.WritesError = apiErr.Error()
+	}
+	if timesErr == nil {
+		var after durationTotals
+		if after, timesErr = scrapeServerTimes(ctx, cfg.RestConfig); timesErr == nil {
+			res.ServerTimes = after.Sub(timesBefore)
+		}
+	}
+	if timesErr != nil {
+		res.ServerTimesError = timesErr.Error()
 	}
 	if cfg.ControllerMetricsURL != "" {
 		if cpu, _, err := ScrapeProcess(ctx, cfg.ControllerMetricsURL); err == nil {
