@@ -160,7 +160,11 @@ func probeRunsc(ctx context.Context, runsc, platform, device string, timeout tim
 	if err != nil {
 		return kvmProbe{Err: fmt.Errorf("probe root: %w", err)}
 	}
-	defer cleanupProbe(root)
+	cgroupsBefore := runscCgroups(cgroupFS)
+	defer func() {
+		cleanupProbe(root)
+		removeNewCgroups(cgroupFS, cgroupsBefore, time.Second)
+	}()
 	// Output goes to a file, not a pipe: a pipe held open by a sandbox
 	// that outlives runsc would keep Wait from returning.
 	out, err := os.Create(filepath.Join(root, "output"))
@@ -271,6 +275,48 @@ func cleanupProbe(root string) {
 	}
 	_ = unmountUnder(root)
 	_ = os.RemoveAll(root)
+}
+
+// cgroupFS is where the cgroup hierarchies are mounted.
+var cgroupFS = "/sys/fs/cgroup" // a variable for tests
+
+// runscCgroups lists the cgroups `runsc do` makes for its sandbox: a
+// runsc-<number> directory at the top of every hierarchy (cgroup v1: one
+// per controller; v2: one). Killed on a hang, runsc leaves them behind.
+func runscCgroups(fs string) map[string]bool {
+	out := map[string]bool{}
+	for _, pattern := range []string{filepath.Join(fs, "runsc-*"), filepath.Join(fs, "*", "runsc-*")} {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+				out[m] = true
+			}
+		}
+	}
+	return out
+}
+
+// removeNewCgroups removes the runsc cgroups that appeared since before
+// was listed: the probe's own. rmdir only removes a cgroup without tasks,
+// so one whose processes are still exiting after the kill is retried
+// until wait has passed; one still busy then is left, never forced.
+func removeNewCgroups(fs string, before map[string]bool, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for {
+		left := 0
+		for path := range runscCgroups(fs) {
+			if before[path] {
+				continue
+			}
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				left++
+			}
+		}
+		if left == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // platformKey names everything the decision depends on. The boot ID makes a

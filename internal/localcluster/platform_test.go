@@ -241,3 +241,36 @@ func TestReadPlatformChoiceBadRecord(t *testing.T) {
 		t.Fatalf("corrupt record: want a decode error, got %v", err)
 	}
 }
+
+// A killed `runsc do` leaves its sandbox's cgroups (runsc-<n> at the top of
+// every hierarchy); the probe removes the ones that appeared while it ran,
+// and only those.
+func TestProbeRunscRemovesItsCgroups(t *testing.T) {
+	fs := t.TempDir()
+	old := filepath.Join(fs, "cpu", "runsc-111111")
+	other := filepath.Join(fs, "cpu", "kubepods")
+	for _, d := range []string{old, other, filepath.Join(fs, "memory")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig := cgroupFS
+	cgroupFS = fs
+	defer func() { cgroupFS = orig }()
+	busy := filepath.Join(fs, "memory", "runsc-222222")
+	runsc := fakeRunsc(t, `mkdir `+fs+`/cpu/runsc-222222 `+fs+`/runsc-222222 `+busy+` && touch `+busy+`/tasks; sleep 600`)
+	r := probeRunsc(context.Background(), runsc, PlatformKVM, defaultKVMDevice, 300*time.Millisecond)
+	if r.Err == nil {
+		t.Fatalf("want a hang error, got %+v", r)
+	}
+	for _, gone := range []string{filepath.Join(fs, "cpu", "runsc-222222"), filepath.Join(fs, "runsc-222222")} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("the probe's cgroup %s is left behind (stat: %v)", gone, err)
+		}
+	}
+	for _, kept := range []string{old, other, busy} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("%s must stay (older than the probe, not runsc's, or still holding tasks): %v", kept, err)
+		}
+	}
+}
