@@ -105,33 +105,28 @@ func ScrapeAPIServerFailedWrites(ctx context.Context, cfg *rest.Config) (Request
 // HTTP code keep accepts.
 func parseRequestTotalsWhere(r io.Reader, keep func(code string) bool) (RequestCounts, error) {
 	out := RequestCounts{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	const prefix = "apiserver_request_total{"
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, prefix) {
-			continue
+	err := scanSamples(r, func(name, raw string, v float64) {
+		if name != "apiserver_request_total" {
+			return
 		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
-			continue
-		}
-		labels := parseLabels(line[len(prefix):end])
+		labels := parseLabels(raw)
 		if !writeVerbs[labels["verb"]] || !keep(labels["code"]) {
-			continue
+			return
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-		if err != nil {
-			return nil, fmt.Errorf("parsing %q: %w", line, err)
-		}
-		res := labels["resource"]
-		if sub := labels["subresource"]; sub != "" {
-			res += "/" + sub
-		}
-		out[labels["verb"]+" "+res] += v
+		out[labels["verb"]+" "+resourceKey(labels)] += v
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	return out, nil
+}
+
+// resourceKey is "resource[/subresource]" of a request's labels.
+func resourceKey(labels map[string]string) string {
+	if sub := labels["subresource"]; sub != "" {
+		return labels["resource"] + "/" + sub
+	}
+	return labels["resource"]
 }
 
 // parseLabels parses `a="x",b="y"` (values may contain escaped quotes).

@@ -30,6 +30,33 @@ func parseSamples(r io.Reader, want ...string) (*Samples, error) {
 	for _, w := range want {
 		wanted[w] = true
 	}
+	err := scanSamples(r, func(name, labels string, v float64) {
+		base, isBucket := strings.CutSuffix(name, "_bucket")
+		switch {
+		case isBucket && wanted[base]:
+			le, err := strconv.ParseFloat(parseLabels(labels)["le"], 64)
+			if err != nil {
+				return
+			}
+			if s.Buckets[base] == nil {
+				s.Buckets[base] = map[float64]float64{}
+			}
+			s.Buckets[base][le] += v
+		case wanted[name] || wanted[strings.TrimSuffix(strings.TrimSuffix(name, "_count"), "_sum")]:
+			s.Values[name] += v
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// scanSamples calls fn for every sample line of a Prometheus text
+// exposition with the metric's name, its raw label list (between the
+// braces, "" without) and its value. Comments and blank lines are skipped;
+// a value that is not a number is an error.
+func scanSamples(r io.Reader, fn func(name, labels string, value float64)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 4<<20)
 	for sc.Scan() {
@@ -50,27 +77,13 @@ func parseSamples(r io.Reader, want ...string) (*Samples, error) {
 		if len(f) < 2 {
 			continue
 		}
-		name := f[0]
 		v, err := strconv.ParseFloat(f[1], 64)
 		if err != nil {
-			return nil, fmt.Errorf("parsing %q: %w", sc.Text(), err)
+			return fmt.Errorf("parsing %q: %w", sc.Text(), err)
 		}
-		base, isBucket := strings.CutSuffix(name, "_bucket")
-		switch {
-		case isBucket && wanted[base]:
-			le, err := strconv.ParseFloat(parseLabels(labels)["le"], 64)
-			if err != nil {
-				continue
-			}
-			if s.Buckets[base] == nil {
-				s.Buckets[base] = map[float64]float64{}
-			}
-			s.Buckets[base][le] += v
-		case wanted[name] || wanted[strings.TrimSuffix(strings.TrimSuffix(name, "_count"), "_sum")]:
-			s.Values[name] += v
-		}
+		fn(f[0], labels, v)
 	}
-	return s, sc.Err()
+	return sc.Err()
 }
 
 // Histogram is a cumulative Prometheus histogram: upper bound -> count.

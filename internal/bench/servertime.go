@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -88,50 +85,29 @@ func scrapeServerTimes(ctx context.Context, cfg *rest.Config) (durationTotals, e
 // summed over the label sets it does not key by (API version, scope).
 func parseDurationTotals(r io.Reader) (durationTotals, error) {
 	out := durationTotals{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		open := strings.IndexByte(line, '{')
-		end := strings.LastIndexByte(line, '}')
-		if open < 0 || end < open {
-			continue
-		}
-		name := line[:open]
+	err := scanSamples(r, func(name, raw string, v float64) {
 		metric, isSum := strings.CutSuffix(name, "_sum")
 		if !isSum {
 			var isCount bool
 			if metric, isCount = strings.CutSuffix(name, "_count"); !isCount {
-				continue
+				return
 			}
+		}
+		if metric != "apiserver_request_duration_seconds" && metric != "etcd_request_duration_seconds" {
+			return
+		}
+		labels := parseLabels(raw)
+		if !claimPathResources[labels["resource"]] {
+			return
 		}
 		var key string
-		switch metric {
-		case "apiserver_request_duration_seconds", "etcd_request_duration_seconds":
-		default:
-			continue
-		}
-		labels := parseLabels(line[open+1 : end])
-		if !claimPathResources[labels["resource"]] {
-			continue
-		}
-		if metric == "apiserver_request_duration_seconds" {
-			if !writeVerbs[labels["verb"]] {
-				continue
-			}
-			key = labels["verb"] + " " + labels["resource"]
-			if sub := labels["subresource"]; sub != "" {
-				key += "/" + sub
-			}
-		} else {
-			if !etcdWriteOps[labels["operation"]] {
-				continue
-			}
+		switch {
+		case metric == "etcd_request_duration_seconds" && etcdWriteOps[labels["operation"]]:
 			key = "etcd " + labels["operation"] + " " + labels["resource"]
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-		if err != nil {
-			return nil, fmt.Errorf("parsing %q: %w", line, err)
+		case metric == "apiserver_request_duration_seconds" && writeVerbs[labels["verb"]]:
+			key = labels["verb"] + " " + resourceKey(labels)
+		default:
+			return
 		}
 		tot := out[key]
 		if isSum {
@@ -140,6 +116,9 @@ func parseDurationTotals(r io.Reader) (durationTotals, error) {
 			tot.count += v
 		}
 		out[key] = tot
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	return out, nil
 }
