@@ -104,7 +104,8 @@ func (c *Cluster) apiServerSpec() procSpec {
 	pki := c.cfg.pkiDir()
 	p := func(f string) string { return filepath.Join(pki, f) }
 	node := c.cfg.NodeIP.String()
-	return procSpec{name: compAPIServer, binary: c.bins.APIServer, env: []string{"PATH=" + basePath}, cpuGroup: cpuGroupControlPlane,
+	env := append([]string{"PATH=" + basePath}, c.cfg.apiServerGoEnv()...)
+	return procSpec{name: compAPIServer, binary: c.bins.APIServer, env: env, cpuGroup: cpuGroupControlPlane,
 		configFiles: []string{p("apiserver.crt"), p("ca.crt"), p("sa.pub"), p("apiserver-kubelet-client.crt")},
 		args: []string{
 			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.cfg.EtcdClientPort),

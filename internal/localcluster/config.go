@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -84,6 +86,17 @@ type Config struct {
 	// `down` still persists everything.
 	EtcdUnsafeNoFsync bool
 
+	// APIServerGOGC is the apiserver's Go GC target (GOGC); 0 keeps Go's
+	// default of 100. On a 2-core node each apiserver GC's concurrent mark
+	// (live heap ~180 MB) takes 130-490 ms of contended CPU and stretches
+	// the claim writes that overlap it; a higher target means fewer GCs.
+	// See docs/performance.md ("apiserver GC").
+	APIServerGOGC int
+	// APIServerMemoryLimit is the apiserver's soft Go memory limit
+	// (GOMEMLIMIT) in bytes; 0 means none. It bounds what the higher GOGC
+	// costs: near the limit the runtime collects as often as it must.
+	APIServerMemoryLimit int64
+
 	// GVisorPlatform is the gVisor platform of the node: auto (the
 	// default: kvm when a real kvm smoke run passes, else systrap), kvm
 	// or systrap. Empty means $AGENT_SANDBOX_GVISOR_PLATFORM, else auto.
@@ -144,7 +157,55 @@ func DefaultConfig() Config {
 		KubeProxyHealthzPort:  10256,
 		KubeProxyMetricsPort:  10249,
 		KubeRouterMetricsPort: 20241,
+		APIServerGOGC:         400,
+		APIServerMemoryLimit:  apiServerMemoryLimit(memTotalBytes()),
 	}
+}
+
+// apiServerMemoryLimit sizes the apiserver's GOMEMLIMIT from the machine's
+// memory: an eighth of it, at least 1 GiB (a local node's apiserver holds
+// ~180 MB live, so GOGC alone sets its pace there) and at most 4 GiB (past
+// that the node, not the apiserver, should get the memory). Unknown memory
+// (0) gives the floor.
+func apiServerMemoryLimit(memTotal int64) int64 {
+	const gib = int64(1) << 30
+	return min(max(memTotal/8, gib), 4*gib)
+}
+
+// memTotalBytes is MemTotal from /proc/meminfo, or 0 when unreadable.
+func memTotalBytes() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	return parseMemTotal(string(data))
+}
+
+// parseMemTotal reads the "MemTotal:  N kB" line of /proc/meminfo.
+func parseMemTotal(meminfo string) int64 {
+	for line := range strings.Lines(meminfo) {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil || kb < 0 {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// apiServerGoEnv is the Go runtime environment of the apiserver process.
+func (c Config) apiServerGoEnv() []string {
+	var env []string
+	if c.APIServerGOGC > 0 {
+		env = append(env, "GOGC="+strconv.Itoa(c.APIServerGOGC))
+	}
+	if c.APIServerMemoryLimit > 0 {
+		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(c.APIServerMemoryLimit, 10))
+	}
+	return env
 }
 
 func envOr(key, def string) string {
