@@ -90,7 +90,7 @@ type Config struct {
 	// default of 100. On a 2-core node each apiserver GC's concurrent mark
 	// (live heap ~180 MB) takes 130-490 ms of contended CPU and stretches
 	// the claim writes that overlap it; a higher target means fewer GCs.
-	// See docs/performance.md ("apiserver GC").
+	// See docs/performance.md, "The apiserver's GC (5 December)".
 	APIServerGOGC int
 	// APIServerMemoryLimit is the apiserver's soft Go memory limit
 	// (GOMEMLIMIT) in bytes; 0 means none. It bounds what the higher GOGC
