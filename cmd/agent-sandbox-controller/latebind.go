@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,7 +52,15 @@ func lateBindingSigner(ctx context.Context, cfg *rest.Config, f *flags) (*latebi
 	ns := controllerNamespace(f)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	signer, created, err := latebind.EnsureKeySecret(ctx, c, ns, latebind.DefaultKeySecret)
+	var (
+		signer  *latebind.Signer
+		created bool
+	)
+	err = retryTransient(ctx, func() error {
+		var err error
+		signer, created, err = latebind.EnsureKeySecret(ctx, c, ns, latebind.DefaultKeySecret)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w (grant get on Secret %s/%s and create on Secrets, or set --manage-late-binding-key=false to silence this)", err, ns, latebind.DefaultKeySecret)
 	}
@@ -65,4 +78,42 @@ func controllerNamespace(f *flags) string {
 		}
 	}
 	return f.webhook.Namespace
+}
+
+// retryTransient runs fn until it succeeds, fails for good or ctx ends. A
+// failure is transient when the API server did not answer or answered
+// 429 or 5xx: a blip at startup must not switch late binding off for the
+// life of the process, while a missing permission (403) or namespace (404)
+// is reported at once.
+func retryTransient(ctx context.Context, fn func() error) error {
+	interval := 250 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || !transientAPIError(err) {
+			return err
+		}
+		ctrl.Log.WithName("startup").Info("late-binding key: API server unavailable, retrying", "error", err.Error(), "in", interval.String())
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		interval = min(2*interval, 5*time.Second)
+	}
+}
+
+// transientAPIError reports whether err is worth a retry: the request
+// never got an answer from the API server (a transport error), or got a
+// 429 or 5xx. Anything else, a bad key in the Secret say, is for good.
+func transientAPIError(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code == http.StatusTooManyRequests || code >= 500
+	}
+	var urlErr *url.Error
+	var netErr net.Error
+	return errors.As(err, &urlErr) || errors.As(err, &netErr)
 }

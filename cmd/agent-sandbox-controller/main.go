@@ -200,6 +200,15 @@ func run(args []string) error {
 	}
 	cfg.QPS = float32(f.kubeAPIQPS)
 	cfg.Burst = f.kubeAPIBurst
+	ctx := ctrl.SetupSignalHandler()
+	// Everything below reads the API server before the manager runs; a
+	// restart during an API server outage waits here rather than exiting
+	// into the kubelet's crash-loop backoff.
+	if err := manager.WaitForAPIServer(ctx, cfg, manager.WaitOptions{
+		ProbeAddr: f.probeAddr, Log: ctrl.Log.WithName("startup"),
+	}); err != nil {
+		return err
+	}
 	f.webhook.ClusterDomain = f.clusterDomain
 	var (
 		certs         *webhook.CertManager
@@ -249,7 +258,7 @@ func run(args []string) error {
 			return fmt.Errorf("reading allowed label domains: %w", err)
 		}
 		f.ext.AllowedLabelDomains = domains
-		signer, err := lateBindingSigner(context.Background(), cfg, f)
+		signer, err := lateBindingSigner(ctx, cfg, f)
 		switch {
 		case err != nil && f.lateBindingKeyFile != "":
 			return err // an explicit key that cannot be used is a setup error
@@ -264,7 +273,6 @@ func run(args []string) error {
 			return fmt.Errorf("setting up extension controllers: %w", err)
 		}
 	}
-	ctx := ctrl.SetupSignalHandler()
 	if f.webhook.Enable {
 		if err := webhook.Setup(ctx, mgr, certs); err != nil {
 			return err

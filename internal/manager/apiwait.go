@@ -1,0 +1,141 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+)
+
+// WaitOptions tune WaitForAPIServer.
+type WaitOptions struct {
+	// ProbeAddr is the manager's health probe address. While waiting, a
+	// stand-in server there answers /healthz with 200 (the process is alive
+	// and doing what it should) and /readyz with 503, so the kubelet's
+	// liveness probe does not kill a controller that only waits. "" or "0":
+	// no stand-in.
+	ProbeAddr string
+	// MaxInterval caps the backoff between attempts (default 5s).
+	MaxInterval time.Duration
+	// LogEvery is how often a continuing wait is logged (default 30s).
+	LogEvery time.Duration
+	// Log receives the progress; the zero value discards it.
+	Log logr.Logger
+	// afterAttempt, when set, is called after each failed attempt (tests).
+	afterAttempt func(err error)
+}
+
+// WaitForAPIServer returns once the API server answers, or with ctx's error.
+//
+// Everything the controller does before its manager runs (discovery for the
+// informer caches, the late-binding key, the webhook certificates) needs
+// the API server. Without this wait a controller restarted while the API
+// server is away, which is exactly when it loses its leader lease, exits on
+// the first refused connection; the kubelet then backs the restarts off to
+// minutes, and the controller (and with it the conversion webhook) stays
+// down long after the API server is back. Waiting here, one restart covers
+// any outage and the controller starts within MaxInterval of the return.
+//
+// "Answers" means /readyz says ok, or refuses with a client error (a
+// cluster that forbids /readyz is up all the same); connection errors,
+// 5xx and 429 mean wait.
+func WaitForAPIServer(ctx context.Context, cfg *rest.Config, o WaitOptions) error {
+	if o.MaxInterval <= 0 {
+		o.MaxInterval = 5 * time.Second
+	}
+	if o.LogEvery <= 0 {
+		o.LogEvery = 30 * time.Second
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API server client: %w", err)
+	}
+	stop, err := serveWaitingProbes(o.ProbeAddr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	start := time.Now()
+	var lastLog time.Time
+	interval := o.MaxInterval / 16
+	for attempt := 1; ; attempt++ {
+		err := readyz(ctx, dc.RESTClient(), o.MaxInterval)
+		if err == nil {
+			if attempt > 1 {
+				o.Log.Info("API server reachable", "waited", time.Since(start).Round(time.Millisecond).String(), "attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for the API server at %s: %w (last error: %v)", cfg.Host, ctx.Err(), err)
+		}
+		if now := time.Now(); now.Sub(lastLog) >= o.LogEvery {
+			lastLog = now
+			o.Log.Info("waiting for the API server", "host", cfg.Host, "waited", now.Sub(start).Round(time.Second).String(), "error", err.Error())
+		}
+		if o.afterAttempt != nil {
+			o.afterAttempt(err)
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting for the API server at %s: %w (last error: %v)", cfg.Host, ctx.Err(), err)
+		case <-t.C:
+		}
+		interval = min(2*interval, o.MaxInterval)
+	}
+}
+
+// readyz asks the API server's /readyz once. Nil means the server answers.
+func readyz(ctx context.Context, c rest.Interface, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var code int
+	err := c.Get().AbsPath("/readyz").Do(ctx).StatusCode(&code).Error()
+	switch {
+	case err == nil:
+		return nil
+	case code != 0 && code < 500 && code != http.StatusTooManyRequests:
+		return nil // up, only not telling us
+	case code != 0:
+		return fmt.Errorf("/readyz answered %d: %w", code, err)
+	}
+	return err
+}
+
+// serveWaitingProbes starts the stand-in probe server on addr and returns
+// what stops it. Stopping closes the listener before returning, so the
+// manager can bind the same address right after.
+func serveWaitingProbes(addr string) (func(), error) {
+	if addr == "" || addr == "0" {
+		return func() {}, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("health probe listener while waiting for the API server: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "waiting for the API server", http.StatusServiceUnavailable)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(l) // ErrServerClosed on stop
+	}()
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
+}

@@ -1,0 +1,202 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
+)
+
+// tcpForwarder relays every connection accepted on l to target, bytes only,
+// so TLS and authentication stay end to end with the real API server. The
+// test's cleanup closes the listener and every relayed connection.
+func tcpForwarder(t *testing.T, l net.Listener, target string) {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c ...net.Conn) {
+		mu.Lock()
+		conns = append(conns, c...)
+		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			track(in, out)
+			wg.Add(2)
+			relay := func(dst, src net.Conn) {
+				defer wg.Done()
+				_, _ = io.Copy(dst, src)
+				dst.Close()
+			}
+			go relay(out, in)
+			go relay(in, out)
+		}
+	}()
+}
+
+// A controller started while the API server is away waits for it instead
+// of exiting, answers its liveness probe (but not readiness) meanwhile, and
+// goes on as soon as the server is reachable, with the probe port free for
+// the manager.
+func TestWaitForAPIServerOutlastsAnOutage(t *testing.T) {
+	testenv.SkipShort(t)
+	apiURL, err := url.Parse(env.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frontAddr, probeAddr := freeAddr(t), freeAddr(t)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Host = apiURL.Scheme + "://" + frontAddr // nothing listens there yet: the outage
+
+	failures := make(chan error, 100)
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		done <- WaitForAPIServer(ctx, cfg, WaitOptions{
+			ProbeAddr:    probeAddr,
+			MaxInterval:  200 * time.Millisecond,
+			afterAttempt: func(err error) { failures <- err },
+		})
+	}()
+	for i := range 3 {
+		select {
+		case err := <-failures:
+			if i == 0 {
+				t.Logf("first failed attempt: %v", err)
+			}
+		case err := <-done:
+			t.Fatalf("returned during the outage: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("no attempt within 30s")
+		}
+	}
+	if got := status(t, "http://"+probeAddr+"/healthz"); got != http.StatusOK {
+		t.Errorf("/healthz while waiting = %d, want 200", got)
+	}
+	if got := status(t, "http://"+probeAddr+"/readyz"); got != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while waiting = %d, want 503", got)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("returned during the outage: %v", err)
+	default:
+	}
+
+	l, err := net.Listen("tcp", frontAddr) // the API server comes back
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcpForwarder(t, l, apiURL.Host)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("after the API server came back: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still waiting 30s after the API server came back")
+	}
+	pl, err := net.Listen("tcp", probeAddr)
+	if err != nil {
+		t.Fatalf("probe address still taken after the wait: %v", err)
+	}
+	pl.Close()
+}
+
+// Shutting down while waiting returns the context's error and frees the
+// probe port.
+func TestWaitForAPIServerStopsWithItsContext(t *testing.T) {
+	probeAddr := freeAddr(t)
+	cfg := &rest.Config{Host: "http://" + freeAddr(t)}
+	ctx, cancel := context.WithCancel(context.Background())
+	attempted := make(chan struct{}, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- WaitForAPIServer(ctx, cfg, WaitOptions{
+			ProbeAddr:    probeAddr,
+			MaxInterval:  100 * time.Millisecond,
+			afterAttempt: func(error) { attempted <- struct{}{} },
+		})
+	}()
+	<-attempted
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not stop within 10s of the cancel")
+	}
+	pl, err := net.Listen("tcp", probeAddr)
+	if err != nil {
+		t.Fatalf("probe address still taken: %v", err)
+	}
+	pl.Close()
+}
+
+// What counts as "the API server answers".
+func TestReadyzVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		code  int
+		ready bool
+	}{
+		{http.StatusOK, true},
+		{http.StatusForbidden, true}, // /readyz not granted: up all the same
+		{http.StatusUnauthorized, true},
+		{http.StatusNotFound, true},
+		{http.StatusTooManyRequests, false},
+		{http.StatusInternalServerError, false}, // a starting server's failed checks
+		{http.StatusServiceUnavailable, false},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/readyz" {
+				t.Errorf("asked %s, want /readyz", r.URL.Path)
+			}
+			w.WriteHeader(tc.code)
+		}))
+		dc, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = readyz(context.Background(), dc.RESTClient(), 5*time.Second)
+		if got := err == nil; got != tc.ready {
+			t.Errorf("/readyz %d: ready = %v (err %v), want %v", tc.code, got, err, tc.ready)
+		}
+		srv.Close()
+	}
+}
