@@ -415,7 +415,7 @@ ports:
 // localPathHelperTarball builds (once per busybox binary) the helper image:
 // static busybox as /bin/busybox with the applets the scripts use.
 func (c *Cluster) localPathHelperTarball() (string, error) {
-	sum, err := fileSHA256(c.bins.Busybox)
+	sum, err := FileSHA256(c.bins.Busybox)
 	if err != nil {
 		return "", fmt.Errorf("hash busybox: %w", err)
 	}

@@ -24,7 +24,7 @@ import (
 
 // pauseTarball builds (once per pause binary) the pause image tarball.
 func (c *Cluster) pauseTarball() (string, error) {
-	sum, err := fileSHA256(c.bins.Pause)
+	sum, err := FileSHA256(c.bins.Pause)
 	if err != nil {
 		return "", fmt.Errorf("hash pause binary: %w", err)
 	}
@@ -40,7 +40,8 @@ func (c *Cluster) pauseTarball() (string, error) {
 	return out, err
 }
 
-func fileSHA256(path string) (string, error) {
+// FileSHA256 returns the hex SHA-256 of the file at path.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -99,7 +100,7 @@ func (c *Cluster) ImportImages(ctx context.Context, paths ...string) error {
 		if err != nil {
 			return fmt.Errorf("image %s: %w", p, err)
 		}
-		sum, err := fileSHA256(abs)
+		sum, err := FileSHA256(abs)
 		if err != nil {
 			return userError(err, "build the image first (see `make images`)", "image tarball %s is unreadable", abs)
 		}

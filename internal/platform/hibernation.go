@@ -38,7 +38,7 @@ const controllerDeployment = "agent-sandbox-controller"
 
 // applyPlatform installs the admission policy, then the platform manifest
 // with the controller's deep-hibernation flags.
-func applyPlatform(ctx context.Context, _ *localcluster.Cluster, cfg *rest.Config) error {
+func applyPlatform(ctx context.Context, c *localcluster.Cluster, cfg *rest.Config) error {
 	policy, err := manifests.ReadFile("manifests/" + HibernationManifest)
 	if err != nil {
 		return fmt.Errorf("embedded manifest %s: %w", HibernationManifest, err)
@@ -46,7 +46,13 @@ func applyPlatform(ctx context.Context, _ *localcluster.Cluster, cfg *rest.Confi
 	if err := localcluster.ApplyYAML(ctx, cfg, policy); err != nil {
 		return fmt.Errorf("applying the hibernation admission policy: %w", err)
 	}
-	data, err := LocalPlatformManifest()
+	var stamps map[string]string
+	if c != nil {
+		if stamps, err = imageStamps(c.Config().CacheDir); err != nil {
+			return err
+		}
+	}
+	data, err := localPlatformManifest(stamps)
 	if err != nil {
 		return err
 	}
@@ -55,18 +61,28 @@ func applyPlatform(ctx context.Context, _ *localcluster.Cluster, cfg *rest.Confi
 
 // LocalPlatformManifest is the release manifest with LocalControllerFlags
 // added to the controller Deployment's container.
-func LocalPlatformManifest() ([]byte, error) {
+func LocalPlatformManifest() ([]byte, error) { return localPlatformManifest(nil) }
+
+// localPlatformManifest is LocalPlatformManifest with each Deployment named
+// in stamps given that image stamp (imagestamp.go).
+func localPlatformManifest(stamps map[string]string) ([]byte, error) {
 	data, err := Manifest(ManifestName)
 	if err != nil {
 		return nil, err
 	}
-	return withControllerFlags(data, LocalControllerFlags)
+	return localize(data, LocalControllerFlags, stamps)
 }
 
 // withControllerFlags re-encodes a multi-document manifest with flags
 // appended to the controller container's args (flags already present, by
 // name, are left as they are).
 func withControllerFlags(data []byte, flags []string) ([]byte, error) {
+	return localize(data, flags, nil)
+}
+
+// localize is withControllerFlags that also stamps the pod template of each
+// Deployment named in stamps with its image stamp.
+func localize(data []byte, flags []string, stamps map[string]string) ([]byte, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out bytes.Buffer
 	found := false
@@ -87,6 +103,11 @@ func withControllerFlags(data []byte, flags []string) ([]byte, error) {
 				return nil, err
 			}
 			found = true
+		}
+		if stamp, ok := stamps[u.GetName()]; ok && u.GetKind() == "Deployment" {
+			if err := unstructured.SetNestedField(u.Object, stamp, "spec", "template", "metadata", "annotations", ImageStampAnnotation); err != nil {
+				return nil, fmt.Errorf("deployment %s: %w", u.GetName(), err)
+			}
 		}
 		b, err := yaml.Marshal(u.Object)
 		if err != nil {
