@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +40,10 @@ type Options struct {
 	HealthProbeBindAddress  string
 	LeaderElect             bool
 	LeaderElectionNamespace string
+	// LeaderElectionIdentity is who holds the Lease; empty means
+	// controller-runtime's "<hostname>_<random UUID>". One identity per Pod
+	// (name and UID) lets a restarted container lead again at once.
+	LeaderElectionIdentity string
 	// CacheLabelSelectors scopes the Pod and Service informers to objects
 	// carrying the sandbox tracking label.
 	CacheLabelSelectors bool
@@ -88,15 +94,25 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		byObject[&corev1.Pod{}] = cache.ByObject{Transform: slimPod, Label: sel}
 		byObject[&corev1.Service{}] = cache.ByObject{Label: sel}
 	}
+	var leaderLock resourcelock.Interface
+	if opts.LeaderElect && opts.LeaderElectionIdentity != "" {
+		if leaderLock, err = newLeaderLock(cfg, scheme, opts.LeaderElectionNamespace, opts.LeaderElectionIdentity); err != nil {
+			return nil, err
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress, ExtraHandlers: opts.PProf.handlers()},
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              LeaderElectionID,
-		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 opts.WebhookServer,
+		Scheme:                              scheme,
+		Metrics:                             metricsserver.Options{BindAddress: opts.MetricsBindAddress, ExtraHandlers: opts.PProf.handlers()},
+		HealthProbeBindAddress:              opts.HealthProbeBindAddress,
+		LeaderElection:                      opts.LeaderElect,
+		LeaderElectionID:                    LeaderElectionID,
+		LeaderElectionNamespace:             opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaderElectionResourceLockInterface: leaderLock,
+		LeaseDuration:                       ptr.To(leaseDuration),
+		RenewDeadline:                       ptr.To(renewDeadline),
+		RetryPeriod:                         ptr.To(retryPeriod),
+		WebhookServer:                       opts.WebhookServer,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject:         byObject,

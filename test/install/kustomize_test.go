@@ -121,6 +121,7 @@ func checkInstall(t *testing.T, objs []*unstructured.Unstructured, extensions bo
 		t.Errorf("controller args %v: --extensions present = %v, want %v", args, got, extensions)
 	}
 	c := container(t, ctrl)
+	checkLeaderIdentity(t, c, args)
 	checkProbe(t, c, "livenessProbe", "/healthz", "healthz")
 	checkProbe(t, c, "readinessProbe", "/readyz", "healthz")
 	checkPorts(t, c, map[string]int64{"metrics": 8080, "healthz": 8081, "webhook": 9443})
@@ -305,5 +306,32 @@ spec:
 		"apply", "--server-side", "--field-manager=install-test", "--dry-run=server", "-f", file)
 	if err == nil || !strings.Contains(err.Error(), "protocoll") || !strings.Contains(err.Error(), "70000") {
 		t.Fatalf("dry run of an invalid Service: %v", err)
+	}
+}
+
+// checkLeaderIdentity: the controller holds its Lease under its Pod's name
+// and UID, and both variables the argument names come from the downward
+// API; the kubelet would pass an undefined $(VAR) through literally, giving
+// every replica the same identity (the binary refuses that).
+func checkLeaderIdentity(t *testing.T, c map[string]any, args []string) {
+	t.Helper()
+	const want = "--leader-election-identity=$(POD_NAME)_$(POD_UID)"
+	if !slices.Contains(args, want) {
+		t.Errorf("controller args %v lack %s", args, want)
+	}
+	fieldOf := map[string]string{}
+	envs, _, _ := unstructured.NestedSlice(c, "env")
+	for _, e := range envs {
+		m, _ := e.(map[string]any)
+		name, _ := m["name"].(string)
+		path, _, _ := unstructured.NestedString(m, "valueFrom", "fieldRef", "fieldPath")
+		if _, dup := fieldOf[name]; !dup {
+			fieldOf[name] = path
+		}
+	}
+	for name, path := range map[string]string{"POD_NAME": "metadata.name", "POD_UID": "metadata.uid"} {
+		if got := fieldOf[name]; got != path {
+			t.Errorf("controller env %s comes from %q, want the downward API's %s (env %v)", name, got, path, envs)
+		}
 	}
 }

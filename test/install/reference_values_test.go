@@ -222,6 +222,7 @@ func TestHelmReferenceValues(t *testing.T) {
 		"--sandbox-warm-pool-max-refill-rate=2.5", "--sandbox-warm-pool-readiness-grace-period=10m",
 		"--sandbox-warm-pool-unschedulable-recheck-interval=2m", "--enable-warm-pool-eviction=false",
 		"--disable-claim-events=true", "--disable-claim-observability-annotations=true",
+		"--leader-election-identity=$(POD_NAME)_$(POD_UID)", // always, with its env below
 	}
 	for _, w := range wantArgs {
 		if !slices.Contains(args, w) {
