@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"sigs.k8s.io/agent-sandbox/internal/apiwait"
 	"sigs.k8s.io/agent-sandbox/internal/controller/claim"
 	"sigs.k8s.io/agent-sandbox/internal/controller/extensions"
 	"sigs.k8s.io/agent-sandbox/internal/controller/sandbox"
@@ -209,7 +210,7 @@ func run(args []string) error {
 	// Everything below reads the API server before the manager runs; a
 	// restart during an API server outage waits here rather than exiting
 	// into the kubelet's crash-loop backoff.
-	if err := manager.WaitForAPIServer(ctx, cfg, manager.WaitOptions{
+	if err := apiwait.Wait(ctx, cfg, apiwait.Options{
 		ProbeAddr: f.probeAddr, Log: ctrl.Log.WithName("startup"),
 	}); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/agent-sandbox/internal/apiwait"
 )
 
 // resumePatchTimeout bounds one resume patch call.
@@ -33,6 +34,14 @@ func Run(ctx context.Context, cfg *Config, log logr.Logger, bi BuildInfo) error 
 	// Resumes and suspends come in bursts (a fleet of agents waking up);
 	// client-go's default 5 QPS would queue them behind each other.
 	restCfg.QPS, restCfg.Burst = 50, 100
+	// The access review below picks the router's mode and the initial LIST
+	// gives up after cacheSyncTimeout: both need the API server. A router
+	// started during an outage (a node restart brings both up together)
+	// waits for it, its liveness probe answering, instead of guessing the
+	// mode and exiting into the kubelet's backoff a minute later.
+	if err := apiwait.Wait(ctx, restCfg, apiwait.Options{ProbeAddr: cfg.ProbeAddr, Log: log.WithName("startup")}); err != nil {
+		return err
+	}
 
 	// Requests keep flowing while the listeners drain; the cache and the
 	// resumer must outlive them, so they get their own context.

@@ -1,4 +1,4 @@
-package manager
+package apiwait
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,61 +17,38 @@ import (
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
-// tcpForwarder relays every connection accepted on l to target, bytes only,
-// so TLS and authentication stay end to end with the real API server. The
-// test's cleanup closes the listener and every relayed connection.
-func tcpForwarder(t *testing.T, l net.Listener, target string) {
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
 	t.Helper()
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	track := func(c ...net.Conn) {
-		mu.Lock()
-		conns = append(conns, c...)
-		mu.Unlock()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			track(in, out)
-			wg.Add(2)
-			relay := func(dst, src net.Conn) {
-				defer wg.Done()
-				_, _ = io.Copy(dst, src)
-				dst.Close()
-			}
-			go relay(out, in)
-			go relay(in, out)
-		}
-	}()
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func status(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
 }
 
 // A controller started while the API server is away waits for it instead
 // of exiting, answers its liveness probe (but not readiness) meanwhile, and
 // goes on as soon as the server is reachable, with the probe port free for
 // the manager.
-func TestWaitForAPIServerOutlastsAnOutage(t *testing.T) {
+func TestWaitOutlastsAnOutage(t *testing.T) {
 	testenv.SkipShort(t)
 	apiURL, err := url.Parse(env.Config.Host)
 	if err != nil {
@@ -87,10 +63,10 @@ func TestWaitForAPIServerOutlastsAnOutage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		done <- WaitForAPIServer(ctx, cfg, WaitOptions{
-			ProbeAddr:    probeAddr,
-			MaxInterval:  200 * time.Millisecond,
-			afterAttempt: func(err error) { failures <- err },
+		done <- Wait(ctx, cfg, Options{
+			ProbeAddr:   probeAddr,
+			MaxInterval: 200 * time.Millisecond,
+			OnRetry:     func(err error) { failures <- err },
 		})
 	}()
 	for i := range 3 {
@@ -121,7 +97,7 @@ func TestWaitForAPIServerOutlastsAnOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcpForwarder(t, l, apiURL.Host)
+	testenv.TCPForwarder(t, l, apiURL.Host)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -139,17 +115,17 @@ func TestWaitForAPIServerOutlastsAnOutage(t *testing.T) {
 
 // Shutting down while waiting returns the context's error and frees the
 // probe port.
-func TestWaitForAPIServerStopsWithItsContext(t *testing.T) {
+func TestWaitStopsWithItsContext(t *testing.T) {
 	probeAddr := freeAddr(t)
 	cfg := &rest.Config{Host: "http://" + freeAddr(t)}
 	ctx, cancel := context.WithCancel(context.Background())
 	attempted := make(chan struct{}, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- WaitForAPIServer(ctx, cfg, WaitOptions{
-			ProbeAddr:    probeAddr,
-			MaxInterval:  100 * time.Millisecond,
-			afterAttempt: func(error) { attempted <- struct{}{} },
+		done <- Wait(ctx, cfg, Options{
+			ProbeAddr:   probeAddr,
+			MaxInterval: 100 * time.Millisecond,
+			OnRetry:     func(error) { attempted <- struct{}{} },
 		})
 	}()
 	<-attempted

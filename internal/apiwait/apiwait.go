@@ -1,4 +1,10 @@
-package manager
+// Package apiwait holds a starting component back until the API server
+// answers, with its liveness probe passing meanwhile. A controller or
+// router that exits on the first refused connection is restarted by the
+// kubelet with a growing backoff, and stays down for minutes after an API
+// server outage has ended; one that waits here starts within seconds of
+// the server's return.
+package apiwait
 
 import (
 	"context"
@@ -12,9 +18,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// WaitOptions tune WaitForAPIServer.
-type WaitOptions struct {
-	// ProbeAddr is the manager's health probe address. While waiting, a
+// Options tune Wait.
+type Options struct {
+	// ProbeAddr is the component's health probe address. While waiting, a
 	// stand-in server there answers /healthz with 200 (the process is alive
 	// and doing what it should) and /readyz with 503, so the kubelet's
 	// liveness probe does not kill a controller that only waits. "" or "0":
@@ -26,25 +32,26 @@ type WaitOptions struct {
 	LogEvery time.Duration
 	// Log receives the progress; the zero value discards it.
 	Log logr.Logger
-	// afterAttempt, when set, is called after each failed attempt (tests).
-	afterAttempt func(err error)
+	// OnRetry, when set, is called after each failed attempt.
+	OnRetry func(err error)
 }
 
-// WaitForAPIServer returns once the API server answers, or with ctx's error.
+// Wait returns once the API server answers, or with ctx's error.
 //
-// Everything the controller does before its manager runs (discovery for the
-// informer caches, the late-binding key, the webhook certificates) needs
-// the API server. Without this wait a controller restarted while the API
-// server is away, which is exactly when it loses its leader lease, exits on
-// the first refused connection; the kubelet then backs the restarts off to
-// minutes, and the controller (and with it the conversion webhook) stays
-// down long after the API server is back. Waiting here, one restart covers
-// any outage and the controller starts within MaxInterval of the return.
+// What a component does before it serves (the controller's discovery, its
+// late-binding key and webhook certificates; the router's access review,
+// which picks its mode, and its initial LIST) needs the API server. A
+// controller restarted while the API server is away, which is exactly when
+// it loses its leader lease, would otherwise exit on the first refused
+// connection, and a router would give up its initial LIST after a minute;
+// the kubelet then backs the restarts off to minutes. Waiting here, one
+// restart covers any outage and the component starts within MaxInterval of
+// the server's return.
 //
 // "Answers" means /readyz says ok, or refuses with a client error (a
 // cluster that forbids /readyz is up all the same); connection errors,
 // 5xx and 429 mean wait.
-func WaitForAPIServer(ctx context.Context, cfg *rest.Config, o WaitOptions) error {
+func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.MaxInterval <= 0 {
 		o.MaxInterval = 5 * time.Second
 	}
@@ -79,8 +86,8 @@ func WaitForAPIServer(ctx context.Context, cfg *rest.Config, o WaitOptions) erro
 			lastLog = now
 			o.Log.Info("waiting for the API server", "host", cfg.Host, "waited", now.Sub(start).Round(time.Second).String(), "error", err.Error())
 		}
-		if o.afterAttempt != nil {
-			o.afterAttempt(err)
+		if o.OnRetry != nil {
+			o.OnRetry(err)
 		}
 		t := time.NewTimer(interval)
 		select {
@@ -112,7 +119,7 @@ func readyz(ctx context.Context, c rest.Interface, timeout time.Duration) error 
 
 // serveWaitingProbes starts the stand-in probe server on addr and returns
 // what stops it. Stopping closes the listener before returning, so the
-// manager can bind the same address right after.
+// component can bind the same address right after.
 func serveWaitingProbes(addr string) (func(), error) {
 	if addr == "" || addr == "0" {
 		return func() {}, nil
