@@ -26,7 +26,9 @@ type Options struct {
 	// liveness probe does not kill a controller that only waits. "" or "0":
 	// no stand-in.
 	ProbeAddr string
-	// MaxInterval caps the backoff between attempts (default 5s).
+	// MaxInterval caps the backoff between attempts (default 2s: one
+	// cheap GET per component every 2 s while the server is away, and a
+	// start within about 2 s of its return).
 	MaxInterval time.Duration
 	// LogEvery is how often a continuing wait is logged (default 30s).
 	LogEvery time.Duration
@@ -53,7 +55,7 @@ type Options struct {
 // 5xx and 429 mean wait.
 func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.MaxInterval <= 0 {
-		o.MaxInterval = 5 * time.Second
+		o.MaxInterval = 2 * time.Second
 	}
 	if o.LogEvery <= 0 {
 		o.LogEvery = 30 * time.Second
@@ -72,7 +74,9 @@ func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 	var lastLog time.Time
 	interval := o.MaxInterval / 16
 	for attempt := 1; ; attempt++ {
-		err := readyz(ctx, dc.RESTClient(), o.MaxInterval)
+		// A loaded server may be slow to answer: the attempt's own timeout is
+		// not the short backoff.
+		err := readyz(ctx, dc.RESTClient(), max(o.MaxInterval, 10*time.Second))
 		if err == nil {
 			if attempt > 1 {
 				o.Log.Info("API server reachable", "waited", time.Since(start).Round(time.Millisecond).String(), "attempts", attempt)
