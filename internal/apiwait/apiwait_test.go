@@ -3,11 +3,11 @@ package apiwait
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,32 +15,27 @@ import (
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/agent-sandbox/internal/testenv"
+	"sigs.k8s.io/agent-sandbox/internal/testenv/freeport"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
-// freeAddr returns a loopback address nobody listens on right now.
+// freeAddr returns a loopback address nobody listens on right now, from
+// below the ephemeral range so no client connection takes it meanwhile.
 func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(freeport.T(t)))
 }
 
+// status is the code url answers a GET with.
 func status(t *testing.T, url string) int {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 	return resp.StatusCode
 }
 
