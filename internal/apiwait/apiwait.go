@@ -84,7 +84,7 @@ func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("waiting for the API server at %s: %w (last error: %v)", cfg.Host, ctx.Err(), err)
+			return fmt.Errorf("waiting for the API server at %s: %w (last error: %w)", cfg.Host, ctx.Err(), err)
 		}
 		if now := time.Now(); now.Sub(lastLog) >= o.LogEvery {
 			lastLog = now
@@ -97,7 +97,7 @@ func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("waiting for the API server at %s: %w (last error: %v)", cfg.Host, ctx.Err(), err)
+			return fmt.Errorf("waiting for the API server at %s: %w (last error: %w)", cfg.Host, ctx.Err(), err)
 		case <-t.C:
 		}
 		interval = min(2*interval, o.MaxInterval)

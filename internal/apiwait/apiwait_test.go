@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { testenv.Main(m, &env) }
 // freeAddr returns a loopback address nobody listens on right now, from
 // below the ephemeral range so no client connection takes it meanwhile.
 func freeAddr(t *testing.T) string {
+	t.Helper()
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(freeport.T(t)))
 }
 
