@@ -282,15 +282,33 @@ func (c *Cluster) Up(ctx context.Context) error {
 func (c *Cluster) ensureComponent(ctx context.Context, name string, rec *procRecord, timeout time.Duration) error {
 	start := time.Now()
 	if rec != nil {
-		// Alive with the same definition: it only has to answer.
-		if err := c.waitHealthy(ctx, name, nil, timeout); err != nil {
+		// Alive with the same definition: it only has to answer, unless it
+		// was stopping and ends first; then it is started again below.
+		reused, stop := followRecord(rec)
+		err := c.waitHealthy(ctx, name, reused, timeout)
+		stop()
+		if err == nil {
+			if g := c.spec(name).cpuGroup; g != "" && !strings.HasSuffix(cpuGroupOf(rec.PID), "/"+g) {
+				_ = joinCPUGroup(g, rec.PID) // started before precedence existed
+			}
+			c.step("%s: running (pid %d)", name, rec.PID)
+			return nil
+		}
+		select {
+		case <-reused.exited:
+		default:
+			return err // not healthy in time, or ctx ended
+		}
+		if ctx.Err() != nil {
 			return err
 		}
-		if g := c.spec(name).cpuGroup; g != "" && !strings.HasSuffix(cpuGroupOf(rec.PID), "/"+g) {
-			_ = joinCPUGroup(g, rec.PID) // started before precedence existed
+		c.step("%s: pid %d ended before it answered (it was stopping); starting it again", name, rec.PID)
+		// The ended process may hold its ports for a moment, as in Up's plan.
+		for _, addr := range c.cfg.ports(name) {
+			if err := waitPortFree(addr, 10*time.Second); err != nil {
+				return err
+			}
 		}
-		c.step("%s: running (pid %d)", name, rec.PID)
-		return nil
 	}
 	if name == compKubelet {
 		if err := os.MkdirAll(c.cfg.kubeletDir(), 0o750); err != nil {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -222,6 +223,38 @@ func closeInheritedOnExec() {
 }
 
 // rotateLog keeps the previous log as .1 once it grows past 20 MiB.
+// followRecord watches a component process an earlier up started (this CLI
+// is not its parent and cannot wait for it): exited closes once the recorded
+// process is gone. A process found alive may be on its way out, for example
+// an apiserver still draining after a SIGTERM, and must not be waited on as
+// if it would ever answer. stop ends the polling.
+func followRecord(rec *procRecord) (r *running, stop func()) {
+	r = &running{rec: rec, exited: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if !rec.alive() {
+					r.err = errEndedBeforeAnswering
+					close(r.exited)
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return r, func() { once.Do(func() { close(done) }) }
+}
+
+// errEndedBeforeAnswering: a process found running ended before its health
+// check passed.
+var errEndedBeforeAnswering = errors.New("ended before it answered (it was stopping when up found it)")
+
 func rotateLog(path string) {
 	if st, err := os.Stat(path); err == nil && st.Size() > 20<<20 {
 		_ = os.Rename(path, path+".1")

@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -72,4 +73,40 @@ func TestStartDetachedDoesNotLeakInheritedDescriptors(t *testing.T) {
 	if last := lines[len(lines)-1]; last != "0" {
 		t.Errorf("the child holds the inherited descriptor (%s matches):\n%s", last, out)
 	}
+}
+
+// followRecord reports the end of a process it did not start, and stays
+// quiet while the process runs.
+func TestFollowRecordSeesTheProcessEnd(t *testing.T) {
+	cfg := testConfig(t)
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary") // coreutils is always present on the target machines
+	}
+	if _, err := cfg.startDetached(procSpec{name: "stopping", binary: sleep, args: []string{"60"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := cfg.readRecord("stopping")
+	if err != nil || rec == nil {
+		t.Fatalf("readRecord: %v %v", rec, err)
+	}
+	r, stop := followRecord(rec)
+	defer stop()
+	select {
+	case <-r.exited:
+		t.Fatal("a running process was reported ended")
+	case <-time.After(300 * time.Millisecond): // three polls
+	}
+	if err := syscall.Kill(rec.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the end of the process was not observed")
+	}
+	if !errors.Is(r.err, errEndedBeforeAnswering) {
+		t.Fatalf("err = %v", r.err)
+	}
+	stop() // idempotent
 }

@@ -106,9 +106,22 @@ func (c *Cluster) StartRegistry(ctx context.Context) error {
 		return err
 	}
 	if rec.alive() && rec.Hash == spec.hash() {
-		return waitRegistry(ctx, c.cfg.RegistryAddr(), nil)
-	}
-	if rec.alive() {
+		reused, stop := followRecord(rec)
+		err := waitRegistry(ctx, c.cfg.RegistryAddr(), reused)
+		stop()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-reused.exited:
+			// It was stopping: start it again, once its port is free.
+			if err := waitPortFree(c.cfg.RegistryAddr(), 10*time.Second); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	} else if rec.alive() {
 		stopProcess(rec, 10*time.Second)
 	}
 	r, err := c.cfg.startDetached(spec)

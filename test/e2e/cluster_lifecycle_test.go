@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +61,86 @@ func TestUpRestartsDeadComponent(t *testing.T) {
 	if !st.Running() {
 		t.Fatalf("after up: %+v", st.Components)
 	}
+}
+
+// TestUpRestartsAComponentThatWasStopping: a component still alive when Up
+// plans (here frozen with SIGSTOP, as an apiserver draining after a SIGTERM
+// is for seconds) but gone before it answers is started again, instead of
+// being waited on until the health timeout.
+func TestUpRestartsAComponentThatWasStopping(t *testing.T) {
+	st, err := cluster.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim localcluster.ComponentStatus
+	for _, c := range st.Components {
+		if c.Name == "kube-scheduler" {
+			victim = c
+		}
+	}
+	if victim.State != localcluster.StateRunning {
+		t.Fatalf("scheduler not running before the test: %+v", victim)
+	}
+	if err := syscall.Kill(victim.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(victim.PID, syscall.SIGKILL)
+		restoreCluster(t)
+	})
+	// The plan is made before etcd is ensured, so once etcd's step is out,
+	// Up has seen the scheduler alive and will wait for it to answer.
+	planned := make(chan struct{})
+	var once sync.Once
+	var steps []string
+	var mu sync.Mutex
+	c := localcluster.New(clusterConfig, func(s string) {
+		mu.Lock()
+		steps = append(steps, s)
+		mu.Unlock()
+		if strings.HasPrefix(s, "etcd: ") {
+			once.Do(func() { close(planned) })
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	upErr := make(chan error, 1)
+	go func() { upErr <- c.Up(ctx) }()
+	select {
+	case <-planned:
+	case err := <-upErr:
+		t.Fatalf("up ended before it reached etcd: %v", err)
+	}
+	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := <-upErr; err != nil {
+		t.Fatalf("up after the scheduler ended (%.0fs): %v", time.Since(start).Seconds(), err)
+	}
+	st, _ = cluster.Status()
+	if !st.Running() {
+		t.Fatalf("after up: %+v", st.Components)
+	}
+	if pid := pidOf(st, "kube-scheduler"); pid == victim.PID {
+		t.Fatalf("scheduler still reported as pid %d", pid)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(steps, func(s string) bool {
+		return strings.HasPrefix(s, "kube-scheduler: pid ") && strings.Contains(s, "starting it again")
+	}) {
+		t.Fatalf("up did not say it restarted the scheduler; steps: %q", steps)
+	}
+}
+
+func pidOf(st localcluster.Status, name string) int {
+	for _, c := range st.Components {
+		if c.Name == name {
+			return c.PID
+		}
+	}
+	return 0
 }
 
 // restoreCluster brings every component up and reconnects the package's

@@ -34,9 +34,12 @@ import (
 const busyboxImage = "localhost/agent-sandbox/e2e-busybox:v1"
 
 var (
-	cluster    *localcluster.Cluster
-	restConfig *rest.Config
-	clientset  *kubernetes.Clientset
+	cluster *localcluster.Cluster
+	// clusterConfig is cluster's configuration, for tests that need a
+	// Cluster of their own (their own progress output) on the same node.
+	clusterConfig localcluster.Config
+	restConfig    *rest.Config
+	clientset     *kubernetes.Clientset
 )
 
 func TestMain(m *testing.M) {
@@ -75,6 +78,7 @@ func setup() error {
 	}
 	cfg.Images = append(append(cfg.Images, tars...), img)
 	cfg.PostUp = platform.Hooks()
+	clusterConfig = cfg
 	start := time.Now()
 	cluster = localcluster.New(cfg, func(s string) {
 		fmt.Fprintf(os.Stderr, "e2e up [%5.1fs] %s\n", time.Since(start).Seconds(), s)
