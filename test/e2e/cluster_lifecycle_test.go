@@ -24,24 +24,13 @@ import (
 // TestUpRestartsDeadComponent: a component that dies is reported dead by
 // Status and restarted by the next Up.
 func TestUpRestartsDeadComponent(t *testing.T) {
-	st, err := cluster.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var victim localcluster.ComponentStatus
-	for _, c := range st.Components {
-		if c.Name == "kube-scheduler" {
-			victim = c
-		}
-	}
-	if victim.State != localcluster.StateRunning {
-		t.Fatalf("scheduler not running before the test: %+v", victim)
-	}
+	victim := runningComponent(t, "kube-scheduler")
 	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { restoreCluster(t) })
 	deadline := time.Now().Add(10 * time.Second)
+	var st localcluster.Status
 	for {
 		st, _ = cluster.Status()
 		if stateOf(st, "kube-scheduler") == localcluster.StateDead {
@@ -68,19 +57,7 @@ func TestUpRestartsDeadComponent(t *testing.T) {
 // is for seconds) but gone before it answers is started again, instead of
 // being waited on until the health timeout.
 func TestUpRestartsAComponentThatWasStopping(t *testing.T) {
-	st, err := cluster.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var victim localcluster.ComponentStatus
-	for _, c := range st.Components {
-		if c.Name == "kube-scheduler" {
-			victim = c
-		}
-	}
-	if victim.State != localcluster.StateRunning {
-		t.Fatalf("scheduler not running before the test: %+v", victim)
-	}
+	victim := runningComponent(t, "kube-scheduler")
 	if err := syscall.Kill(victim.PID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +95,7 @@ func TestUpRestartsAComponentThatWasStopping(t *testing.T) {
 	if err := <-upErr; err != nil {
 		t.Fatalf("up after the scheduler ended (%.0fs): %v", time.Since(start).Seconds(), err)
 	}
-	st, _ = cluster.Status()
+	st, _ := cluster.Status()
 	if !st.Running() {
 		t.Fatalf("after up: %+v", st.Components)
 	}
@@ -132,6 +109,26 @@ func TestUpRestartsAComponentThatWasStopping(t *testing.T) {
 	}) {
 		t.Fatalf("up did not say it restarted the scheduler; steps: %q", steps)
 	}
+}
+
+// runningComponent returns the named component's status, failing the test
+// unless it runs.
+func runningComponent(t *testing.T, name string) localcluster.ComponentStatus {
+	t.Helper()
+	st, err := cluster.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range st.Components {
+		if c.Name == name {
+			if c.State != localcluster.StateRunning {
+				t.Fatalf("%s not running before the test: %+v", name, c)
+			}
+			return c
+		}
+	}
+	t.Fatalf("no component %s in %+v", name, st.Components)
+	return localcluster.ComponentStatus{}
 }
 
 func pidOf(st localcluster.Status, name string) int {
