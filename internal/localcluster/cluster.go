@@ -180,10 +180,8 @@ func (c *Cluster) Up(ctx context.Context) error {
 			stopProcess(rec, 15*time.Second)
 			grace = 10 * time.Second
 		}
-		for _, addr := range c.cfg.ports(name) {
-			if err := waitPortFree(addr, grace); err != nil {
-				return err
-			}
+		if err := c.waitPortsFree(name, grace); err != nil {
+			return err
 		}
 	}
 
@@ -304,10 +302,8 @@ func (c *Cluster) ensureComponent(ctx context.Context, name string, rec *procRec
 		}
 		c.step("%s: pid %d ended before it answered (it was stopping); starting it again", name, rec.PID)
 		// The ended process may hold its ports for a moment, as in Up's plan.
-		for _, addr := range c.cfg.ports(name) {
-			if err := waitPortFree(addr, 10*time.Second); err != nil {
-				return err
-			}
+		if err := c.waitPortsFree(name, 10*time.Second); err != nil {
+			return err
 		}
 	}
 	if name == compKubelet {

@@ -235,6 +235,16 @@ func checkPortFree(addr string) error {
 		"port %s is already in use by %s", addr, owner)
 }
 
+// waitPortsFree waits up to grace for each of a component's ports.
+func (c *Cluster) waitPortsFree(name string, grace time.Duration) error {
+	for _, addr := range c.cfg.ports(name) {
+		if err := waitPortFree(addr, grace); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // waitPortFree is checkPortFree retried for up to grace.
 func waitPortFree(addr string, grace time.Duration) error {
 	deadline := time.Now().Add(grace)

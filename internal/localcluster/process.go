@@ -222,7 +222,6 @@ func closeInheritedOnExec() {
 	}
 }
 
-// rotateLog keeps the previous log as .1 once it grows past 20 MiB.
 // followRecord watches a component process an earlier up started (this CLI
 // is not its parent and cannot wait for it): exited closes once the recorded
 // process is gone. A process found alive may be on its way out, for example
@@ -255,6 +254,7 @@ func followRecord(rec *procRecord) (r *running, stop func()) {
 // check passed.
 var errEndedBeforeAnswering = errors.New("ended before it answered (it was stopping when up found it)")
 
+// rotateLog keeps the previous log as .1 once it grows past 20 MiB.
 func rotateLog(path string) {
 	if st, err := os.Stat(path); err == nil && st.Size() > 20<<20 {
 		_ = os.Rename(path, path+".1")

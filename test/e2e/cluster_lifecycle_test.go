@@ -99,7 +99,7 @@ func TestUpRestartsAComponentThatWasStopping(t *testing.T) {
 	if !st.Running() {
 		t.Fatalf("after up: %+v", st.Components)
 	}
-	if pid := pidOf(st, "kube-scheduler"); pid == victim.PID {
+	if pid := componentOf(st, "kube-scheduler").PID; pid == victim.PID {
 		t.Fatalf("scheduler still reported as pid %d", pid)
 	}
 	mu.Lock()
@@ -119,25 +119,11 @@ func runningComponent(t *testing.T, name string) localcluster.ComponentStatus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range st.Components {
-		if c.Name == name {
-			if c.State != localcluster.StateRunning {
-				t.Fatalf("%s not running before the test: %+v", name, c)
-			}
-			return c
-		}
+	c := componentOf(st, name)
+	if c.State != localcluster.StateRunning {
+		t.Fatalf("%s not running before the test: %+v", name, st.Components)
 	}
-	t.Fatalf("no component %s in %+v", name, st.Components)
-	return localcluster.ComponentStatus{}
-}
-
-func pidOf(st localcluster.Status, name string) int {
-	for _, c := range st.Components {
-		if c.Name == name {
-			return c.PID
-		}
-	}
-	return 0
+	return c
 }
 
 // restoreCluster brings every component up and reconnects the package's
@@ -157,12 +143,17 @@ func restoreCluster(t *testing.T) {
 }
 
 func stateOf(st localcluster.Status, name string) string {
+	return componentOf(st, name).State
+}
+
+// componentOf is the named component's entry in st (zero if it has none).
+func componentOf(st localcluster.Status, name string) localcluster.ComponentStatus {
 	for _, c := range st.Components {
 		if c.Name == name {
-			return c.State
+			return c
 		}
 	}
-	return ""
+	return localcluster.ComponentStatus{}
 }
 
 // TestDownLeavesNothingBehind takes the cluster down with a gVisor and a runc
