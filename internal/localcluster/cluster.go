@@ -282,23 +282,16 @@ func (c *Cluster) ensureComponent(ctx context.Context, name string, rec *procRec
 	if rec != nil {
 		// Alive with the same definition: it only has to answer, unless it
 		// was stopping and ends first; then it is started again below.
-		reused, stop := followRecord(rec)
-		err := c.waitHealthy(ctx, name, reused, timeout)
-		stop()
-		if err == nil {
+		ended, err := waitReused(ctx, rec, func(r *running) error { return c.waitHealthy(ctx, name, r, timeout) })
+		if err != nil {
+			return err
+		}
+		if !ended {
 			if g := c.spec(name).cpuGroup; g != "" && !strings.HasSuffix(cpuGroupOf(rec.PID), "/"+g) {
 				_ = joinCPUGroup(g, rec.PID) // started before precedence existed
 			}
 			c.step("%s: running (pid %d)", name, rec.PID)
 			return nil
-		}
-		select {
-		case <-reused.exited:
-		default:
-			return err // not healthy in time, or ctx ended
-		}
-		if ctx.Err() != nil {
-			return err
 		}
 		c.step("%s: pid %d ended before it answered (it was stopping); starting it again", name, rec.PID)
 		// The ended process may hold its ports for a moment, as in Up's plan.

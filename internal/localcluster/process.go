@@ -3,6 +3,7 @@ package localcluster
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -248,6 +249,24 @@ func followRecord(rec *procRecord) (r *running, stop func()) {
 	}()
 	var once sync.Once
 	return r, func() { once.Do(func() { close(done) }) }
+}
+
+// waitReused waits for a process an earlier up started, with wait given the
+// process to watch. ended reports that it ended before wait passed (it was
+// stopping): the caller starts it again. Any other failure is err.
+func waitReused(ctx context.Context, rec *procRecord, wait func(*running) error) (ended bool, err error) {
+	r, stop := followRecord(rec)
+	err = wait(r)
+	stop()
+	if err == nil || ctx.Err() != nil {
+		return false, err
+	}
+	select {
+	case <-r.exited:
+		return true, nil
+	default:
+		return false, err // not healthy in time
+	}
 }
 
 // errEndedBeforeAnswering: a process found running ended before its health

@@ -106,19 +106,12 @@ func (c *Cluster) StartRegistry(ctx context.Context) error {
 		return err
 	}
 	if rec.alive() && rec.Hash == spec.hash() {
-		reused, stop := followRecord(rec)
-		err := waitRegistry(ctx, c.cfg.RegistryAddr(), reused)
-		stop()
-		if err == nil || ctx.Err() != nil {
+		ended, err := waitReused(ctx, rec, func(r *running) error { return waitRegistry(ctx, c.cfg.RegistryAddr(), r) })
+		if err != nil || !ended {
 			return err
 		}
-		select {
-		case <-reused.exited:
-			// It was stopping: start it again, once its port is free.
-			if err := waitPortFree(c.cfg.RegistryAddr(), 10*time.Second); err != nil {
-				return err
-			}
-		default:
+		// It was stopping: start it again, once its port is free.
+		if err := waitPortFree(c.cfg.RegistryAddr(), 10*time.Second); err != nil {
 			return err
 		}
 	} else if rec.alive() {
