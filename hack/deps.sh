@@ -8,8 +8,8 @@
 #   - CoreDNS, kube-router (NetworkPolicy firewall) and local-path-provisioner
 #     (hack/coredns, hack/kuberouter, hack/localpath);
 #   - the pause binary for the pod sandbox image (internal/localcluster/pause);
-#   - the deep-hibernation node agent (cmd/sandbox-hibernate-agent), a host
-#     process of the local cluster.
+#   - the deep-hibernation node agent (cmd/sandbox-hibernate-agent), and the cpu
+#     agent (cmd/sandbox-cpu-agent), host processes of the local cluster.
 # Nothing is rebuilt when present, so a second run is a fast no-op.
 # Usage: hack/deps.sh            (the Makefile's `make deps` runs exactly this)
 set -euo pipefail
@@ -88,4 +88,17 @@ if [ ! -x "$agent" ] || [ "$(cat "$agent.source-sha256" 2>/dev/null)" != "$agent
   echo "$agent_sum" > "$agent.source-sha256"
 fi
 step "sandbox-hibernate-agent: $agent"
+
+# The node's cpu agent (cmd/sandbox-cpu-agent): gives the controller's Pod
+# the real-time class (internal/localcluster/cpuagent.go). Same keying.
+cpu_agent="$CACHE/bin/cpu-agent/sandbox-cpu-agent"
+cpu_agent_sum="$(cat cmd/sandbox-cpu-agent/*.go internal/cpuclass/*.go go.sum | sha256sum | cut -d' ' -f1)"
+if [ ! -x "$cpu_agent" ] || [ "$(cat "$cpu_agent.source-sha256" 2>/dev/null)" != "$cpu_agent_sum" ]; then
+  mkdir -p "$(dirname "$cpu_agent")"
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$cpu_agent.tmp" ./cmd/sandbox-cpu-agent \
+    || fail "building sandbox-cpu-agent failed (see above)"
+  mv "$cpu_agent.tmp" "$cpu_agent"
+  echo "$cpu_agent_sum" > "$cpu_agent.source-sha256"
+fi
+step "sandbox-cpu-agent: $cpu_agent"
 step "done"

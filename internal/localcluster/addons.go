@@ -407,7 +407,7 @@ ports:
 - {name: dns, port: 53, protocol: UDP}
 - {name: dns-tcp, port: 53, protocol: TCP}
 ---
-`+hibernateAgentRBAC, localPathNamespace, localPathServiceAccount, localPathConfigMap,
+`+hibernateAgentRBAC+"---\n"+cpuAgentRBAC, localPathNamespace, localPathServiceAccount, localPathConfigMap,
 		indent(localPathSetup, 4), indent(localPathTeardown, 4),
 		LocalPathStorageClass, localPathProvisioner, dnsIP, c.cfg.NodeIP)
 }

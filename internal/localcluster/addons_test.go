@@ -37,7 +37,7 @@ func TestAddonManifestsDecodeWithScripts(t *testing.T) {
 			}
 		}
 	}
-	for k, n := range map[string]int{"Namespace": 1, "ClusterRole": 4, "ClusterRoleBinding": 4, "Role": 1,
+	for k, n := range map[string]int{"Namespace": 1, "ClusterRole": 5, "ClusterRoleBinding": 5, "Role": 1,
 		"RoleBinding": 1, "ServiceAccount": 1, "ConfigMap": 1, "StorageClass": 1, "Service": 1, "EndpointSlice": 1} {
 		if kinds[k] != n {
 			t.Errorf("%d %s objects, want %d", kinds[k], k, n)

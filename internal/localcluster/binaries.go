@@ -12,7 +12,7 @@ type binaries struct {
 	Containerd, ShimRunc, Ctr                                       string
 	Runsc, ShimRunsc                                                string
 	Pause                                                           string
-	HibernateAgent                                                  string
+	HibernateAgent, CPUAgent                                        string
 	KubeProxy, CoreDNS, KubeRouter, LocalPath                       string
 	Runc, IP, Iptables, Ipset, Busybox                              string
 	CNIBinDir                                                       string
@@ -38,6 +38,7 @@ func (c Config) locateBinaries() (binaries, error) {
 		ShimRunsc:         filepath.Join(gb, "containerd-shim-runsc-v1"),
 		Pause:             c.pauseBinary(),
 		HibernateAgent:    c.hibernateAgentBinary(),
+		CPUAgent:          c.cpuAgentBinary(),
 		KubeProxy:         filepath.Join(kb, "kube-proxy"),
 		CoreDNS:           filepath.Join(c.addonBinDir("coredns", CoreDNSVersion), "coredns"),
 		KubeRouter:        filepath.Join(c.addonBinDir("kube-router", KubeRouterVersion), "kube-router"),
@@ -51,7 +52,7 @@ func (c Config) locateBinaries() (binaries, error) {
 		b.ShimRunsc = p
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.Kubectl,
-		b.Containerd, b.ShimRunc, b.Ctr, b.Runsc, b.ShimRunsc, b.Pause, b.HibernateAgent,
+		b.Containerd, b.ShimRunc, b.Ctr, b.Runsc, b.ShimRunsc, b.Pause, b.HibernateAgent, b.CPUAgent,
 		b.KubeProxy, b.CoreDNS, b.KubeRouter, b.LocalPath} {
 		if !isExecutable(p) {
 			return b, userError(nil, depsFix, "%s is not built (looked for %s)", filepath.Base(p), p)

@@ -32,6 +32,10 @@ type Cluster struct {
 	kubeletStarted time.Time
 	// platform is the gVisor platform Up chose (platform.go).
 	platform PlatformChoice
+	// realtime is set when the control plane's CPU group got its real-time
+	// budget: only then do etcd and the apiserver run in the real-time
+	// class (cpuagent.go). Without group budgets nothing would bound them.
+	realtime bool
 }
 
 // New returns a Cluster for cfg. progress, if not nil, receives one line per
@@ -156,6 +160,11 @@ func (c *Cluster) Up(ctx context.Context) error {
 		// Precedence is tuning: a host without a usable cpu controller
 		// still runs the cluster, just without it.
 		c.step("cpu precedence off: %v", err)
+	} else if err := ensureControlPlaneBudget(); err != nil {
+		c.step("real-time class off: %v", err)
+	} else {
+		c.realtime = true
+		c.step("real-time class: etcd and kube-apiserver (%v per %v), the controller's Pod through %s (%v)", rtControlPlane, rtPeriod, compCPUAgent, rtPod)
 	}
 	c.step("node network ready: bridge %s, node IP %s, pods %s; PKI and configs written", c.cfg.Bridge, c.cfg.NodeIP, c.cfg.PodCIDR)
 
@@ -236,7 +245,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 			return fmt.Errorf("apply node add-on manifests: %w", err)
 		}
 		ag, actx := errgroup.WithContext(gctx)
-		for _, name := range []string{compCoreDNS, compLocalPath, compHibernateAgent} {
+		for _, name := range []string{compCoreDNS, compLocalPath, compHibernateAgent, compCPUAgent} {
 			ag.Go(func() error { return c.ensureComponent(actx, name, plan[name], 60*time.Second) })
 		}
 		ag.Go(func() error {
@@ -289,6 +298,9 @@ func (c *Cluster) ensureComponent(ctx context.Context, name string, rec *procRec
 		if !ended {
 			if g := c.spec(name).cpuGroup; g != "" && !strings.HasSuffix(cpuGroupOf(rec.PID), "/"+g) {
 				_ = joinCPUGroup(g, rec.PID) // started before precedence existed
+			}
+			if err := setSchedClass(c.spec(name), rec.PID); err != nil {
+				c.step("%s: %v", name, err)
 			}
 			c.step("%s: running (pid %d)", name, rec.PID)
 			return nil
@@ -453,7 +465,7 @@ func (c *Cluster) Down(ctx context.Context, purge bool) error {
 	// CRI, so the CNI plugin releases addresses and removes the veths, then
 	// containerd.
 	var ag sync.WaitGroup
-	for _, name := range []string{compKubeRouter, compKubeProxy, compHibernateAgent} {
+	for _, name := range []string{compKubeRouter, compKubeProxy, compHibernateAgent, compCPUAgent} {
 		ag.Add(1)
 		go func() { defer ag.Done(); c.stopComponent(name, recs[name], 10*time.Second) }()
 	}

@@ -19,7 +19,7 @@ const (
 
 // Components lists every component in start order; Down stops them in reverse.
 var Components = []string{compEtcd, compContainerd, compAPIServer, compControllerManager, compScheduler, compKubelet,
-	compCoreDNS, compKubeProxy, compKubeRouter, compLocalPath, compHibernateAgent}
+	compCoreDNS, compKubeProxy, compKubeRouter, compLocalPath, compHibernateAgent, compCPUAgent}
 
 const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -47,6 +47,8 @@ func (c *Cluster) spec(name string) procSpec {
 		return c.localPathSpec()
 	case compHibernateAgent:
 		return c.hibernateAgentSpec()
+	case compCPUAgent:
+		return c.cpuAgentSpec()
 	}
 	panic("unknown component " + name)
 }
@@ -97,7 +99,7 @@ func (c *Cluster) etcdSpec() procSpec {
 	if c.cfg.EtcdUnsafeNoFsync {
 		args = append(args, "--unsafe-no-fsync=true")
 	}
-	return procSpec{name: compEtcd, binary: c.bins.Etcd, args: args, env: []string{"PATH=" + basePath}, cpuGroup: cpuGroupControlPlane}
+	return procSpec{name: compEtcd, binary: c.bins.Etcd, args: args, env: []string{"PATH=" + basePath}, cpuGroup: cpuGroupControlPlane, realtime: c.realtime}
 }
 
 func (c *Cluster) apiServerSpec() procSpec {
@@ -105,7 +107,7 @@ func (c *Cluster) apiServerSpec() procSpec {
 	p := func(f string) string { return filepath.Join(pki, f) }
 	node := c.cfg.NodeIP.String()
 	env := append([]string{"PATH=" + basePath}, c.cfg.apiServerGoEnv()...)
-	return procSpec{name: compAPIServer, binary: c.bins.APIServer, env: env, cpuGroup: cpuGroupControlPlane,
+	return procSpec{name: compAPIServer, binary: c.bins.APIServer, env: env, cpuGroup: cpuGroupControlPlane, realtime: c.realtime,
 		configFiles: []string{p("apiserver.crt"), p("ca.crt"), p("sa.pub"), p("apiserver-kubelet-client.crt")},
 		args: []string{
 			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.cfg.EtcdClientPort),

@@ -106,6 +106,10 @@ type Config struct {
 	KVMDevice string
 	// KVMProbeTimeout bounds the kvm smoke run (0: 10 s).
 	KVMProbeTimeout time.Duration
+	// RealtimePods are NAMESPACE/SERVICEACCOUNT identities whose Pods the
+	// node's cpu agent puts in the real-time class (cpuagent.go); nil
+	// means RealtimePodsDefault, the controller.
+	RealtimePods []string
 
 	// Images are OCI or docker-save tarballs imported into containerd's
 	// k8s.io namespace after the pause image (re-imported when they change).

@@ -53,6 +53,9 @@ func (c *Cluster) health(name string) healthCheck {
 	case compHibernateAgent:
 		// Same: it serves nothing and exits at start on a bad config.
 		return c.aliveFor(compHibernateAgent, 500*time.Millisecond)
+	case compCPUAgent:
+		// Same: it exits at start on bad flags or a bad kubeconfig.
+		return c.aliveFor(compCPUAgent, 500*time.Millisecond)
 	}
 	panic("unknown component " + name)
 }

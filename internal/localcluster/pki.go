@@ -65,6 +65,7 @@ func (c Config) leafSpecs() []certSpec {
 		{name: "kube-router", cn: "system:agent-sandbox:kube-router"},
 		{name: "local-path-provisioner", cn: "system:agent-sandbox:local-path-provisioner"},
 		hibernateAgentCert(),
+		cpuAgentCert(),
 	}
 }
 
@@ -250,6 +251,7 @@ var kubeconfigUsers = map[string]string{
 	"kube-router.conf":        "kube-router",
 	"local-path.conf":         "local-path-provisioner",
 	hibernateAgentConf:        compHibernateAgent,
+	cpuAgentConf:              compCPUAgent,
 }
 
 func (c Config) apiServerURL() string {

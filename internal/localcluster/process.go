@@ -44,6 +44,7 @@ type procSpec struct {
 	env         []string
 	configFiles []string // contents are part of the definition hash
 	cpuGroup    string   // CPU cgroup the process (and its children) runs in; see cgroups.go
+	realtime    bool     // SCHED_RR within its CPU group's real-time budget; see cpuagent.go
 }
 
 // hash identifies the spec: a change restarts the component on the next Up.
@@ -186,6 +187,13 @@ func (c Config) startDetached(spec procSpec) (*running, error) {
 		// requirement, so a host without a cpu controller still runs.
 		if err := joinCPUGroup(spec.cpuGroup, cmd.Process.Pid); err != nil {
 			fmt.Fprintf(logf, "---- not placed in cpu cgroup %s: %v\n", spec.cpuGroup, err)
+		}
+	}
+	if spec.realtime {
+		// Tuning too: a process that cannot enter the class runs in the
+		// normal one.
+		if err := setSchedClass(spec, cmd.Process.Pid); err != nil {
+			fmt.Fprintf(logf, "---- %v\n", err)
 		}
 	}
 	st, err := readProcStat(cmd.Process.Pid)

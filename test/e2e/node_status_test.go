@@ -19,7 +19,7 @@ func TestStatusListsNodeAddons(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("status: %v\n%s", err, out.String())
 	}
-	for _, name := range []string{"coredns", "kube-proxy", "kube-router", "local-path-provisioner"} {
+	for _, name := range []string{"coredns", "kube-proxy", "kube-router", "local-path-provisioner", "sandbox-hibernate-agent", "sandbox-cpu-agent"} {
 		found := false
 		for _, line := range strings.Split(out.String(), "\n") {
 			f := strings.Fields(line)

@@ -1,0 +1,99 @@
+package localcluster
+
+import (
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/agent-sandbox/internal/cpuclass"
+)
+
+// Real-time class. On a small node whose kernel does not preempt, a
+// normal-class thread can wake up tens to hundreds of milliseconds late while
+// pods start, whatever its cgroup weight (docs/performance.md, "Wake-ups on
+// the node's kernel"). A warm claim waits on etcd, the apiserver and the
+// controller in turn, so those three run in the real-time class (SCHED_RR),
+// each group inside a real-time budget that bounds what it can take from
+// the pods:
+//
+//	/agent-sandbox-control-plane  etcd and kube-apiserver: 60 ms per 100 ms per CPU
+//	/agent-sandbox/.../<ctr>      the controller's container (and its parents): 30 ms per 100 ms
+//
+// etcd and the apiserver are host processes Up starts (realtime.go); the
+// controller is a Pod, so the node's cpu agent (cmd/sandbox-cpu-agent) grants
+// it, selected by namespace and service account, again after every restart.
+// Kernels without real-time group budgets (cgroup v2, or no RT_GROUP_SCHED)
+// get neither: nothing would bound the real-time tasks there.
+const (
+	compCPUAgent   = "sandbox-cpu-agent"
+	cpuAgentUser   = "system:agent-sandbox:cpu-agent"
+	cpuAgentConf   = "cpu-agent.conf"
+	rtPeriod       = 100 * time.Millisecond
+	rtControlPlane = 60 * time.Millisecond
+	rtPod          = 30 * time.Millisecond
+)
+
+// KubeletCgroupRoot is the kubelet's cgroupRoot on the local node.
+const KubeletCgroupRoot = "/" + cgroupName
+
+// RealtimePodsDefault is the identity of agent-sandbox's controller as its
+// chart (and the reference's) installs it.
+var RealtimePodsDefault = []string{"agent-sandbox-system/agent-sandbox-controller"}
+
+var controlPlaneBudget = cpuclass.Budget{Period: rtPeriod, Runtime: rtControlPlane}
+
+// cpuAgentBinary is where hack/deps.sh builds the agent.
+func (c Config) cpuAgentBinary() string {
+	return filepath.Join(c.CacheDir, "bin", "cpu-agent", compCPUAgent)
+}
+
+func cpuAgentCert() certSpec { return certSpec{name: compCPUAgent, cn: cpuAgentUser} }
+
+func (c *Cluster) cpuAgentSpec() procSpec {
+	mnt, _, _ := cpuCgroupMount()
+	args := []string{
+		"--kubeconfig=" + filepath.Join(c.cfg.pkiDir(), cpuAgentConf),
+		"--node-name=" + c.cfg.NodeName,
+		"--cpu-cgroup=" + mnt,
+		"--cgroup-root=" + KubeletCgroupRoot,
+		"--period=" + rtPeriod.String(),
+		"--runtime=" + rtPod.String(),
+	}
+	for _, p := range c.cfg.realtimePods() {
+		args = append(args, "--pods="+p)
+	}
+	return procSpec{name: compCPUAgent, binary: c.bins.CPUAgent, cpuGroup: cpuGroupNode,
+		env:         []string{"PATH=" + basePath},
+		configFiles: []string{filepath.Join(c.cfg.pkiDir(), cpuAgentConf)},
+		args:        args,
+	}
+}
+
+func (c Config) realtimePods() []string {
+	if c.RealtimePods != nil {
+		return c.RealtimePods
+	}
+	return RealtimePodsDefault
+}
+
+// cpuAgentRBAC: the agent reads the Pods of its node to find the selected
+// ones' UIDs and container IDs; nothing else.
+var cpuAgentRBAC = strings.ReplaceAll(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: agent-sandbox:cpu-agent
+  labels: {app.kubernetes.io/managed-by: agent-sandbox}
+rules:
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: agent-sandbox:cpu-agent
+  labels: {app.kubernetes.io/managed-by: agent-sandbox}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "agent-sandbox:cpu-agent"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "USER"}
+`, "USER", cpuAgentUser)
