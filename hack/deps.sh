@@ -71,34 +71,33 @@ if [ ! -x "$pause" ] || [ "$(cat "$pause.source-sha256" 2>/dev/null)" != "$src_s
 fi
 step "pause: $pause"
 
-agent="$CACHE/bin/hibernate-agent/sandbox-hibernate-agent"
-# Caches of an earlier layout kept the agent in a directory named like the
-# binary the image builder writes (bin/sandbox-hibernate-agent); go build
-# -o would then write into that directory and the image build fail.
+# build_host_agent NAME DIR SOURCE_DIR...: a host process of the local
+# cluster, built from ./cmd/NAME into $CACHE/bin/DIR/NAME and rebuilt when
+# its sources (cmd/NAME and the SOURCE_DIRs) or the module's dependencies
+# (go.sum) change, by content.
+build_host_agent() {
+  local name="$1" dir="$2"; shift 2
+  local bin="$CACHE/bin/$dir/$name" sum srcs=("cmd/$name"/*.go)
+  for d in "$@"; do srcs+=("$d"/*.go); done
+  sum="$(cat "${srcs[@]}" go.sum | sha256sum | cut -d' ' -f1)"
+  if [ ! -x "$bin" ] || [ "$(cat "$bin.source-sha256" 2>/dev/null)" != "$sum" ]; then
+    mkdir -p "$(dirname "$bin")"
+    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$bin.tmp" "./cmd/$name" \
+      || fail "building $name failed (see above)"
+    mv "$bin.tmp" "$bin"
+    echo "$sum" > "$bin.source-sha256"
+  fi
+  step "$name: $bin"
+}
+
+# Caches of an earlier layout kept the hibernation agent in a directory
+# named like the binary the image builder writes (bin/sandbox-hibernate-agent);
+# go build -o would then write into that directory and the image build fail.
 if [ -d "$CACHE/bin/sandbox-hibernate-agent" ]; then
   rm -rf "$CACHE/bin/sandbox-hibernate-agent"
 fi
-# Keyed by its own sources and the module's dependencies (go.sum), by content.
-agent_sum="$(cat cmd/sandbox-hibernate-agent/*.go internal/hibernate/*.go go.sum | sha256sum | cut -d' ' -f1)"
-if [ ! -x "$agent" ] || [ "$(cat "$agent.source-sha256" 2>/dev/null)" != "$agent_sum" ]; then
-  mkdir -p "$(dirname "$agent")"
-  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$agent.tmp" ./cmd/sandbox-hibernate-agent \
-    || fail "building sandbox-hibernate-agent failed (see above)"
-  mv "$agent.tmp" "$agent"
-  echo "$agent_sum" > "$agent.source-sha256"
-fi
-step "sandbox-hibernate-agent: $agent"
-
-# The node's cpu agent (cmd/sandbox-cpu-agent): gives the controller's Pod
-# the real-time class (internal/localcluster/cpuagent.go). Same keying.
-cpu_agent="$CACHE/bin/cpu-agent/sandbox-cpu-agent"
-cpu_agent_sum="$(cat cmd/sandbox-cpu-agent/*.go internal/cpuclass/*.go go.sum | sha256sum | cut -d' ' -f1)"
-if [ ! -x "$cpu_agent" ] || [ "$(cat "$cpu_agent.source-sha256" 2>/dev/null)" != "$cpu_agent_sum" ]; then
-  mkdir -p "$(dirname "$cpu_agent")"
-  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$cpu_agent.tmp" ./cmd/sandbox-cpu-agent \
-    || fail "building sandbox-cpu-agent failed (see above)"
-  mv "$cpu_agent.tmp" "$cpu_agent"
-  echo "$cpu_agent_sum" > "$cpu_agent.source-sha256"
-fi
-step "sandbox-cpu-agent: $cpu_agent"
+build_host_agent sandbox-hibernate-agent hibernate-agent internal/hibernate
+# The node's cpu agent gives the controller's Pod the real-time class
+# (internal/localcluster/cpuagent.go).
+build_host_agent sandbox-cpu-agent cpu-agent internal/cpuclass
 step "done"
