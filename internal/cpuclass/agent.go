@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -107,9 +108,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		obj, err := listers[key.Namespace].Get(key.Name)
-		if err == nil {
+		switch {
+		case err == nil:
 			err = a.sync(obj.(*corev1.Pod))
-		} else {
+		case apierrors.IsNotFound(err):
 			err = nil // deleted: its cgroups went with it
 		}
 		if err != nil {
