@@ -108,7 +108,7 @@ type Config struct {
 	KVMProbeTimeout time.Duration
 	// RealtimePods are NAMESPACE/SERVICEACCOUNT identities whose Pods the
 	// node's cpu agent puts in the real-time class (cpuagent.go); nil
-	// means RealtimePodsDefault, the controller.
+	// means the controller's (defaultRealtimePods).
 	RealtimePods []string
 
 	// Images are OCI or docker-save tarballs imported into containerd's

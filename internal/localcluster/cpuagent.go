@@ -36,9 +36,9 @@ const (
 // KubeletCgroupRoot is the kubelet's cgroupRoot on the local node.
 const KubeletCgroupRoot = "/" + cgroupName
 
-// RealtimePodsDefault is the identity of agent-sandbox's controller as its
+// defaultRealtimePods is the identity of agent-sandbox's controller as its
 // chart (and the reference's) installs it.
-var RealtimePodsDefault = []string{"agent-sandbox-system/agent-sandbox-controller"}
+const defaultRealtimePods = "agent-sandbox-system/agent-sandbox-controller"
 
 var controlPlaneBudget = cpuclass.Budget{Period: rtPeriod, Runtime: rtControlPlane}
 
@@ -73,7 +73,7 @@ func (c Config) realtimePods() []string {
 	if c.RealtimePods != nil {
 		return c.RealtimePods
 	}
-	return RealtimePodsDefault
+	return []string{defaultRealtimePods}
 }
 
 // cpuAgentRBAC: the agent reads the Pods of its node to find the selected
