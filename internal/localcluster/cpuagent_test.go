@@ -45,28 +45,7 @@ func TestCPUAgentComponent(t *testing.T) {
 	if !strings.Contains(c.addonManifests(), "name: agent-sandbox:cpu-agent") {
 		t.Error("the add-on manifests lack the agent's RBAC")
 	}
-	objs, err := decodeManifests([]byte(cpuAgentRBAC))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if o.GetKind() != "ClusterRole" {
-			continue
-		}
-		rules, _, _ := unstructuredSlice(o.Object, "rules")
-		if len(rules) != 1 {
-			t.Fatalf("agent rules %v, want one", rules)
-		}
-		r := rules[0].(map[string]any)
-		if res := r["resources"].([]any); len(res) != 1 || res[0] != "pods" {
-			t.Errorf("agent rule %v: pods only", r)
-		}
-		for _, v := range r["verbs"].([]any) {
-			if !slices.Contains([]string{"get", "list", "watch"}, v.(string)) {
-				t.Errorf("agent may %s pods", v)
-			}
-		}
-	}
+	checkClusterRoleRules(t, cpuAgentRBAC, map[string][]string{"pods": {"get", "list", "watch"}})
 
 	for _, name := range []string{compEtcd, compAPIServer} {
 		if c.spec(name).realtime {

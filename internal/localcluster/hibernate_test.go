@@ -42,31 +42,42 @@ func TestHibernateAgentComponent(t *testing.T) {
 	if kubeconfigUsers[hibernateAgentConf] != compHibernateAgent {
 		t.Error("no kubeconfig is written for the agent")
 	}
-	objs, err := decodeManifests([]byte(hibernateAgentRBAC))
+	checkClusterRoleRules(t, hibernateAgentRBAC, map[string][]string{"pods": {"get", "list", "watch", "patch"}, "sandboxes": {"get"}})
+}
+
+// checkClusterRoleRules: the manifest's ClusterRole has one rule per
+// resource in allowed, each with one resource and only the allowed verbs.
+func checkClusterRoleRules(t *testing.T, manifest string, allowed map[string][]string) {
+	t.Helper()
+	objs, err := decodeManifests([]byte(manifest))
 	if err != nil {
 		t.Fatal(err)
 	}
+	roles := 0
 	for _, o := range objs {
 		if o.GetKind() != "ClusterRole" {
 			continue
 		}
+		roles++
 		rules, _, _ := unstructuredSlice(o.Object, "rules")
-		allowed := map[string][]string{"pods": {"get", "list", "watch", "patch"}, "sandboxes": {"get"}}
 		if len(rules) != len(allowed) {
-			t.Fatalf("agent rules %v, want pods and sandboxes only", rules)
+			t.Fatalf("%s rules %v, want one per resource of %v", o.GetName(), rules, allowed)
 		}
 		for _, rule := range rules {
 			r := rule.(map[string]any)
 			res := r["resources"].([]any)
 			if len(res) != 1 {
-				t.Fatalf("agent rule %v", r)
+				t.Fatalf("%s rule %v", o.GetName(), r)
 			}
 			for _, v := range r["verbs"].([]any) {
 				if !slices.Contains(allowed[res[0].(string)], v.(string)) {
-					t.Errorf("agent may %s %s", v, res[0])
+					t.Errorf("%s may %s %s", o.GetName(), v, res[0])
 				}
 			}
 		}
+	}
+	if roles != 1 {
+		t.Errorf("%d ClusterRoles, want 1", roles)
 	}
 }
 
