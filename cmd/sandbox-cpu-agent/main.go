@@ -35,8 +35,8 @@ func run(args []string) error {
 	node := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	mount := fs.String("cpu-cgroup", "/sys/fs/cgroup/cpu", "mount point of the cgroup v1 cpu hierarchy")
 	root := fs.String("cgroup-root", "/", "the kubelet's cgroupRoot")
-	period := fs.Duration("period", 100*time.Millisecond, "real-time budget period")
-	runtime := fs.Duration("runtime", 30*time.Millisecond, "real-time budget per container per period (per CPU)")
+	period := fs.Duration("period", time.Second, "real-time budget period (every level of the Pod's cgroup chain gets it)")
+	runtime := fs.Duration("runtime", 300*time.Millisecond, "real-time budget per container per period (per CPU)")
 	var selectors []cpuclass.Selector
 	fs.Func("pods", "NAMESPACE/SERVICEACCOUNT: Pods running as this service account in this namespace get the real-time class (repeatable, at least one)", func(s string) error {
 		sel, err := cpuclass.ParseSelector(s)

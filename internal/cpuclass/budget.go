@@ -15,7 +15,10 @@ import (
 
 // Budget is a cgroup's real-time bandwidth: its real-time tasks together may
 // run Runtime in every Period, per CPU, before they are throttled until the
-// period ends. A short period keeps a throttled task's wait short.
+// period ends. The kernel charges a task's time to its own group and to
+// every parent, each against its own period, so a chain of groups should
+// share one period. A long period lets short bursts (a garbage collection,
+// a burst of watch events) run through; a short one throttles them.
 type Budget struct {
 	Period  time.Duration
 	Runtime time.Duration
@@ -99,17 +102,32 @@ func SetBudget(dir string, b Budget) error {
 	return nil
 }
 
-// RaiseBudget sets b unless the cgroup already has at least b's share (a
-// shared parent keeps what its other children need).
+// RaiseBudget gives a cgroup b's period and at least b's share: a shared
+// parent keeps a larger share its other children need, rescaled to the new
+// period, and one without a limit (-1) is left alone.
 func RaiseBudget(dir string, b Budget) error {
 	cur, err := ReadBudget(dir)
 	if err != nil {
 		return err
 	}
-	if cur.share() >= b.share() {
+	if cur.Runtime < 0 || (cur.Period == b.Period && cur.share() >= b.share()) {
 		return nil
 	}
-	return SetBudget(dir, b)
+	want := b
+	if cur.share() > b.share() {
+		want.Runtime = time.Duration(cur.share() * int64(b.Period) / 1_000_000).Truncate(time.Microsecond)
+	}
+	return SetBudget(dir, want)
+}
+
+// stale reports whether a cgroup holds a budget over another period than
+// b's, which its parents cannot move to b's period while it holds it.
+func stale(dir string, b Budget) (bool, error) {
+	cur, err := ReadBudget(dir)
+	if err != nil {
+		return false, err
+	}
+	return cur.Runtime != 0 && cur.Period != b.Period, nil
 }
 
 func readMicros(path string) (time.Duration, error) {

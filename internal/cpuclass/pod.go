@@ -84,6 +84,9 @@ func (c PodCgroups) Grant(uid types.UID, containerIDs []string, b Budget) (chang
 		}
 		chains = append(chains, chain)
 	}
+	if err := c.resetStale(chains, b); err != nil {
+		return 0, err
+	}
 	sum := Budget{Period: b.Period, Runtime: b.Runtime * time.Duration(len(containerIDs))}
 	for _, dir := range chains[0][:len(chains[0])-1] {
 		if err := RaiseBudget(dir, sum); err != nil {
@@ -102,4 +105,43 @@ func (c PodCgroups) Grant(uid types.UID, containerIDs []string, b Budget) (chang
 		}
 	}
 	return changed, nil
+}
+
+// resetStale clears the budgets along a Pod's chain when any of them runs
+// over another period than b's (granted by an agent with another --period,
+// e.g. before an upgrade). The kernel checks each write on its own, and a
+// group's period cannot move while its children hold budgets over the old
+// one, so the chain is emptied from the containers up and Grant then sets
+// it again from the top. The Pod's threads leave the real-time class
+// first, since the kernel keeps a budget that real-time tasks use; Grant
+// puts them back. A shared parent another Pod still holds over the old
+// period fails the write, and the agent retries once that Pod has moved.
+func (c PodCgroups) resetStale(chains [][]string, b Budget) error {
+	dirs := append([]string(nil), chains[0][:len(chains[0])-1]...) // the kubelet's root down to the Pod
+	for _, chain := range chains {
+		dirs = append(dirs, chain[len(chain)-1])
+	}
+	found := false
+	for _, dir := range dirs {
+		s, err := stale(dir, b)
+		if err != nil {
+			return err
+		}
+		found = found || s
+	}
+	if !found {
+		return nil
+	}
+	for _, chain := range chains {
+		ctr := chain[len(chain)-1]
+		if _, err := SetThreads(CgroupThreads(ctr), Policy{}); err != nil {
+			return fmt.Errorf("container %s: leave the real-time class to change its period: %w", filepath.Base(ctr), err)
+		}
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := writeMicros(filepath.Join(dirs[i], fileRuntime), 0); err != nil {
+			return fmt.Errorf("clear the real-time budget of %s to move it to a %v period (another group may still hold one over the old period): %w", dirs[i], b.Period, err)
+		}
+	}
+	return nil
 }

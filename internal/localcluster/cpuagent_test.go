@@ -21,7 +21,7 @@ func TestCPUAgentComponent(t *testing.T) {
 	for _, want := range []string{
 		"--pods=agent-sandbox-system/agent-sandbox-controller",
 		"--cgroup-root=/agent-sandbox",
-		"--runtime=30ms", "--period=100ms",
+		"--runtime=300ms", "--period=1s",
 		"--node-name=" + c.cfg.NodeName,
 		"--kubeconfig=" + filepath.Join(c.cfg.pkiDir(), cpuAgentConf),
 	} {

@@ -51,6 +51,7 @@ func TestRealtimeClassByIdentity(t *testing.T) {
 	if err := waitPodRealtime(ctx, t, ctrl); err != nil {
 		t.Fatal(err)
 	}
+	checkOnePeriod(t, ctrl)
 
 	// The controller goes away first, so its real-time budget is free
 	// while the tenant's copy starts: an agent that chose by anything a
@@ -248,4 +249,32 @@ func countRealtime(t *testing.T, tids []int) (rt, all int) {
 		t.Fatalf("no live threads among %v", tids)
 	}
 	return rt, all
+}
+
+// checkOnePeriod: the kernel charges a real-time thread's time to its own
+// group and every parent, each against its own period, so every budget on
+// the controller's chain runs over the control plane's period (a parent
+// left at another period throttles the controller's bursts on its own).
+func checkOnePeriod(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	cp, err := cpuclass.ReadBudget(cpuMount + localcluster.KubeletCgroupRoot + "-control-plane")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := cpuclass.PodCgroups{Mount: cpuMount, Root: localcluster.KubeletCgroupRoot}
+	for _, id := range cpuclass.RunningContainers(p) {
+		chain, err := cg.Chain(p.UID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dir := range chain {
+			b, err := cpuclass.ReadBudget(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Runtime <= 0 || b.Period != cp.Period {
+				t.Errorf("%s: real-time budget %v per %v, want a share over the control plane's period %v", dir, b.Runtime, b.Period, cp.Period)
+			}
+		}
+	}
 }
