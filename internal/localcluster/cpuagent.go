@@ -43,6 +43,10 @@ const (
 // KubeletCgroupRoot is the kubelet's cgroupRoot on the local node.
 const KubeletCgroupRoot = "/" + cgroupName
 
+// ControlPlaneCPUGroup is etcd's and the apiserver's CPU cgroup, relative
+// to the cpu hierarchy's mount.
+const ControlPlaneCPUGroup = "/" + cpuGroupControlPlane
+
 // defaultRealtimePods is the identity of agent-sandbox's controller as its
 // chart (and the reference's) installs it.
 const defaultRealtimePods = "agent-sandbox-system/agent-sandbox-controller"

@@ -257,7 +257,7 @@ func countRealtime(t *testing.T, tids []int) (rt, all int) {
 // left at another period throttles the controller's bursts on its own).
 func checkOnePeriod(t *testing.T, p *corev1.Pod) {
 	t.Helper()
-	cp, err := cpuclass.ReadBudget(cpuMount + localcluster.KubeletCgroupRoot + "-control-plane")
+	cp, err := cpuclass.ReadBudget(cpuMount + localcluster.ControlPlaneCPUGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
