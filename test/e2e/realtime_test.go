@@ -208,12 +208,7 @@ func waitPodRealtime(ctx context.Context, t *testing.T, p *corev1.Pod) error {
 // containers, found through its cgroups by UID.
 func podThreadsRealtime(t *testing.T, p *corev1.Pod) (rt, all int) {
 	t.Helper()
-	cg := cpuclass.PodCgroups{Mount: cpuMount, Root: localcluster.KubeletCgroupRoot}
-	for _, id := range cpuclass.RunningContainers(p) {
-		chain, err := cg.Chain(p.UID, id)
-		if err != nil {
-			t.Fatalf("pod %s/%s: %v", p.Namespace, p.Name, err)
-		}
+	for _, chain := range podChains(t, p) {
 		tids, err := cpuclass.CgroupThreads(chain[len(chain)-1])()
 		if err != nil {
 			t.Fatal(err)
@@ -261,12 +256,7 @@ func checkOnePeriod(t *testing.T, p *corev1.Pod) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cg := cpuclass.PodCgroups{Mount: cpuMount, Root: localcluster.KubeletCgroupRoot}
-	for _, id := range cpuclass.RunningContainers(p) {
-		chain, err := cg.Chain(p.UID, id)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, chain := range podChains(t, p) {
 		for _, dir := range chain {
 			b, err := cpuclass.ReadBudget(dir)
 			if err != nil {
@@ -277,4 +267,20 @@ func checkOnePeriod(t *testing.T, p *corev1.Pod) {
 			}
 		}
 	}
+}
+
+// podChains returns the cgroup chain (the kubelet's root down to the
+// container) of each running container of a Pod, found by its UID.
+func podChains(t *testing.T, p *corev1.Pod) [][]string {
+	t.Helper()
+	cg := cpuclass.PodCgroups{Mount: cpuMount, Root: localcluster.KubeletCgroupRoot}
+	var chains [][]string
+	for _, id := range cpuclass.RunningContainers(p) {
+		chain, err := cg.Chain(p.UID, id)
+		if err != nil {
+			t.Fatalf("pod %s/%s: %v", p.Namespace, p.Name, err)
+		}
+		chains = append(chains, chain)
+	}
+	return chains
 }
