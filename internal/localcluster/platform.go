@@ -83,10 +83,20 @@ func (c Config) kvmProbeTimeout() time.Duration {
 // reads it without root.
 func (c Config) platformRecord() string { return filepath.Join(c.RunDir, "gvisor-platform.json") }
 
+// platformMemo is the same choice kept under StateDir: `down` removes RunDir,
+// and without a copy that outlives it every `down` + `up` would pay a hung
+// probe again. Its key holds the boot ID, so a reboot still decides anew;
+// `down --purge` removes it with the rest of the state.
+func (c Config) platformMemo() string { return filepath.Join(c.StateDir, "gvisor-platform.json") }
+
 // ReadPlatformChoice returns the platform the last Up chose; (nil, nil) when
 // no Up recorded one.
 func (c Config) ReadPlatformChoice() (*PlatformChoice, error) {
-	data, err := os.ReadFile(c.platformRecord())
+	return readPlatformChoice(c.platformRecord())
+}
+
+func readPlatformChoice(path string) (*PlatformChoice, error) {
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -95,7 +105,7 @@ func (c Config) ReadPlatformChoice() (*PlatformChoice, error) {
 	}
 	var pc PlatformChoice
 	if err := json.Unmarshal(data, &pc); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", c.platformRecord(), err)
+		return nil, fmt.Errorf("decode %s: %w", path, err)
 	}
 	return &pc, nil
 }
@@ -344,6 +354,9 @@ func (c *Cluster) choosePlatform(ctx context.Context) (PlatformChoice, error) {
 	if old, err := c.cfg.ReadPlatformChoice(); err == nil && old != nil && old.Key == key {
 		return *old, nil
 	}
+	if old, err := readPlatformChoice(c.cfg.platformMemo()); err == nil && old != nil && old.Key == key {
+		return *old, c.recordPlatform(*old)
+	}
 	pc, err := decidePlatform(requested, checkKVMDevice(device), func() kvmProbe {
 		c.step("gVisor platform: probing kvm (runsc --platform=kvm do /bin/true, timeout %s)", c.cfg.kvmProbeTimeout())
 		return probeRunsc(ctx, c.bins.Runsc, PlatformKVM, device, c.cfg.kvmProbeTimeout())
@@ -357,14 +370,28 @@ func (c *Cluster) choosePlatform(ctx context.Context) (PlatformChoice, error) {
 		pc.Reason += " (/dev/kvm is the kvm_pvm software hypervisor, which runsc's kvm platform does not run on)"
 	}
 	pc.Key = key
-	data, err := json.MarshalIndent(pc, "", "  ")
-	if err != nil {
-		return pc, fmt.Errorf("encode gVisor platform record: %w", err)
-	}
-	if err := writeFileIfChanged(c.cfg.platformRecord(), append(data, '\n'), 0o644); err != nil {
+	if err := c.recordPlatform(pc); err != nil {
 		return pc, err
 	}
+	// Only into a StateDir Up has made (0700, it holds keys): never create it
+	// here with a looser mode.
+	if st, err := os.Stat(c.cfg.StateDir); err == nil && st.IsDir() {
+		data, _ := json.MarshalIndent(pc, "", "  ") // encodes: recordPlatform just did
+		if err := writeFileIfChanged(c.cfg.platformMemo(), append(data, '\n'), 0o600); err != nil {
+			return pc, err
+		}
+	}
 	return pc, nil
+}
+
+// recordPlatform writes the choice where `status` reads it (world-readable,
+// under RunDir).
+func (c *Cluster) recordPlatform(pc PlatformChoice) error {
+	data, err := json.MarshalIndent(pc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode gVisor platform record: %w", err)
+	}
+	return writeFileIfChanged(c.cfg.platformRecord(), append(data, '\n'), 0o644)
 }
 
 // kvmIsPVM reports whether KVM here is PVM (pagetable-based virtualisation,
@@ -393,8 +420,9 @@ func (c *Cluster) runscPlatformOptions() string {
 }
 
 // ChooseGVisorPlatform runs the platform decision of Up on its own (the kvm
-// probe included) and records it under the Config's RunDir; a Config with
-// a RunDir of its own leaves a running cluster's record alone.
+// probe included) and records it under the Config's RunDir (and StateDir,
+// when that exists); a Config with directories of its own leaves a running
+// cluster's record alone.
 func (c *Cluster) ChooseGVisorPlatform(ctx context.Context) (PlatformChoice, error) {
 	bins, err := c.cfg.locateBinaries()
 	if err != nil {

@@ -194,6 +194,7 @@ root = "/run/agent-sandbox/runsc"
 func TestChoosePlatformRecordsAndReuses(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.RunDir = t.TempDir()
+	cfg.StateDir = t.TempDir()
 	cfg.KVMDevice = filepath.Join(t.TempDir(), "no-kvm") // the forced fallback
 	cfg.GVisorPlatform = PlatformAuto
 	c := New(cfg, nil)
@@ -225,6 +226,65 @@ func TestChoosePlatformRecordsAndReuses(t *testing.T) {
 	c.cfg.GVisorPlatform = PlatformKVM
 	if _, err := c.choosePlatform(context.Background()); err == nil {
 		t.Fatal("kvm requested without a device: want an error")
+	}
+}
+
+// TestPlatformChoiceOutlivesDown: `down` removes RunDir, so the choice is
+// also kept under StateDir (0600) and the next Up reuses it, writing the
+// record `status` reads again, instead of probing anew; `down --purge`
+// (StateDir gone) decides again, and a StateDir Up has not made is never
+// created here.
+func TestPlatformChoiceOutlivesDown(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RunDir = filepath.Join(t.TempDir(), "run")
+	cfg.StateDir = t.TempDir()
+	cfg.KVMDevice = filepath.Join(t.TempDir(), "no-kvm")
+	cfg.GVisorPlatform = PlatformAuto
+	c := New(cfg, nil)
+	c.bins.Runsc = fakeRunsc(t, `echo "probe must not run without a device" >&2; exit 1`)
+	first, err := c.choosePlatform(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(cfg.platformMemo())
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("memo under StateDir: %v, mode %v; want 0600", err, st)
+	}
+	// `down`: RunDir removed. Mark the memo so a reuse is told apart from a
+	// new decision.
+	if err := os.RemoveAll(cfg.RunDir); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(`{"platform":"systrap","reason":"from the memo","requested":"auto","key":"` + first.Key + `"}`)
+	if err := os.WriteFile(cfg.platformMemo(), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pc, err := c.choosePlatform(context.Background()); err != nil || pc.Reason != "from the memo" {
+		t.Fatalf("after down: got %+v, %v; want the kept choice", pc, err)
+	}
+	if rec, err := cfg.ReadPlatformChoice(); err != nil || rec == nil || rec.Reason != "from the memo" {
+		t.Fatalf("status record after reuse: %+v, %v", rec, err)
+	}
+	// A memo with another key (another boot, runsc or request) is not reused.
+	if err := os.RemoveAll(cfg.RunDir); err != nil {
+		t.Fatal(err)
+	}
+	stale := []byte(`{"platform":"kvm","reason":"from another boot","requested":"auto","key":"0000000000000000"}`)
+	if err := os.WriteFile(cfg.platformMemo(), stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pc, err := c.choosePlatform(context.Background()); err != nil || pc.Platform != PlatformSystrap || pc.Reason == "from another boot" {
+		t.Fatalf("stale memo: got %+v, %v; want a new decision", pc, err)
+	}
+	// `down --purge`: no StateDir; the decision is made and not memoised.
+	if err := os.RemoveAll(cfg.StateDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.choosePlatform(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cfg.StateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("StateDir after a decision without it: %v; want it left absent", err)
 	}
 }
 
