@@ -77,7 +77,8 @@ func TestGVisorPlatformIsTheOneRunning(t *testing.T) {
 }
 
 // TestGVisorPlatformFallback runs the decision of `up` with the real runsc
-// and a record of its own (the running cluster is left alone): a KVM device
+// and records of its own (the running cluster's are left alone, and none
+// is there to reuse, so the real probe runs): a KVM device
 // that cannot be opened must give systrap, and so must a kvm that hangs; an
 // explicit kvm request that cannot be met is an error, never a silent
 // systrap. With the real /dev/kvm the decision must match the cluster's.
@@ -86,6 +87,7 @@ func TestGVisorPlatformFallback(t *testing.T) {
 		t.Helper()
 		cfg := localcluster.DefaultConfig()
 		cfg.RunDir = t.TempDir()
+		cfg.StateDir = t.TempDir() // nor the choice the cluster keeps across `down`
 		cfg.GVisorPlatform = localcluster.PlatformAuto
 		mutate(&cfg)
 		start := time.Now()
