@@ -250,15 +250,18 @@ func TestPlatformChoiceOutlivesDown(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("memo under StateDir: %v, mode %v; want 0600", err, st)
 	}
-	// `down`: RunDir removed. Mark the memo so a reuse is told apart from a
-	// new decision.
-	if err := os.RemoveAll(cfg.RunDir); err != nil {
-		t.Fatal(err)
+	// downLeaving is `down` (RunDir removed) with the memo replaced, so a
+	// reuse is told apart from a new decision.
+	downLeaving := func(memo string) {
+		t.Helper()
+		if err := os.RemoveAll(cfg.RunDir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfg.platformMemo(), []byte(memo), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	data := []byte(`{"platform":"systrap","reason":"from the memo","requested":"auto","key":"` + first.Key + `"}`)
-	if err := os.WriteFile(cfg.platformMemo(), data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	downLeaving(`{"platform":"systrap","reason":"from the memo","requested":"auto","key":"` + first.Key + `"}`)
 	if pc, err := c.choosePlatform(context.Background()); err != nil || pc.Reason != "from the memo" {
 		t.Fatalf("after down: got %+v, %v; want the kept choice", pc, err)
 	}
@@ -266,13 +269,7 @@ func TestPlatformChoiceOutlivesDown(t *testing.T) {
 		t.Fatalf("status record after reuse: %+v, %v", rec, err)
 	}
 	// A memo with another key (another boot, runsc or request) is not reused.
-	if err := os.RemoveAll(cfg.RunDir); err != nil {
-		t.Fatal(err)
-	}
-	stale := []byte(`{"platform":"kvm","reason":"from another boot","requested":"auto","key":"0000000000000000"}`)
-	if err := os.WriteFile(cfg.platformMemo(), stale, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	downLeaving(`{"platform":"kvm","reason":"from another boot","requested":"auto","key":"0000000000000000"}`)
 	if pc, err := c.choosePlatform(context.Background()); err != nil || pc.Platform != PlatformSystrap || pc.Reason == "from another boot" {
 		t.Fatalf("stale memo: got %+v, %v; want a new decision", pc, err)
 	}
