@@ -355,7 +355,7 @@ func (c *Cluster) choosePlatform(ctx context.Context) (PlatformChoice, error) {
 		return *old, nil
 	}
 	if old, err := readPlatformChoice(c.cfg.platformMemo()); err == nil && old != nil && old.Key == key {
-		return *old, c.recordPlatform(*old)
+		return *old, writePlatformChoice(c.cfg.platformRecord(), *old, 0o644)
 	}
 	pc, err := decidePlatform(requested, checkKVMDevice(device), func() kvmProbe {
 		c.step("gVisor platform: probing kvm (runsc --platform=kvm do /bin/true, timeout %s)", c.cfg.kvmProbeTimeout())
@@ -370,28 +370,26 @@ func (c *Cluster) choosePlatform(ctx context.Context) (PlatformChoice, error) {
 		pc.Reason += " (/dev/kvm is the kvm_pvm software hypervisor, which runsc's kvm platform does not run on)"
 	}
 	pc.Key = key
-	if err := c.recordPlatform(pc); err != nil {
+	// `status` reads the record without root; the memo goes only into a
+	// StateDir Up has made (0700, it holds keys), never created here with a
+	// looser mode.
+	if err := writePlatformChoice(c.cfg.platformRecord(), pc, 0o644); err != nil {
 		return pc, err
 	}
-	// Only into a StateDir Up has made (0700, it holds keys): never create it
-	// here with a looser mode.
 	if st, err := os.Stat(c.cfg.StateDir); err == nil && st.IsDir() {
-		data, _ := json.MarshalIndent(pc, "", "  ") // encodes: recordPlatform just did
-		if err := writeFileIfChanged(c.cfg.platformMemo(), append(data, '\n'), 0o600); err != nil {
+		if err := writePlatformChoice(c.cfg.platformMemo(), pc, 0o600); err != nil {
 			return pc, err
 		}
 	}
 	return pc, nil
 }
 
-// recordPlatform writes the choice where `status` reads it (world-readable,
-// under RunDir).
-func (c *Cluster) recordPlatform(pc PlatformChoice) error {
+func writePlatformChoice(path string, pc PlatformChoice, perm os.FileMode) error {
 	data, err := json.MarshalIndent(pc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode gVisor platform record: %w", err)
 	}
-	return writeFileIfChanged(c.cfg.platformRecord(), append(data, '\n'), 0o644)
+	return writeFileIfChanged(path, append(data, '\n'), perm)
 }
 
 // kvmIsPVM reports whether KVM here is PVM (pagetable-based virtualisation,
