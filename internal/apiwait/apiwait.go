@@ -8,12 +8,14 @@ package apiwait
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 )
@@ -50,9 +52,13 @@ type Options struct {
 // restart covers any outage and the component starts within MaxInterval of
 // the server's return.
 //
-// "Answers" means /readyz says ok, or refuses with a client error (a
-// cluster that forbids /readyz is up all the same); connection errors,
-// 5xx and 429 mean wait.
+// "Answers" means /readyz says ok and then discovery (/api and /apis, which
+// the controller's REST mapper reads first and fails hard on) answers too,
+// each or refuses with a client error (a cluster that forbids /readyz is
+// up all the same); connection errors, 5xx and 429 mean wait. /readyz
+// alone was not enough: a controller restarted into a just-returned API
+// server saw /readyz ok and then its discovery fail ("failed to get server
+// groups: unknown") and exited.
 func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.MaxInterval <= 0 {
 		o.MaxInterval = 2 * time.Second
@@ -76,7 +82,7 @@ func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 	for attempt := 1; ; attempt++ {
 		// A loaded server may be slow to answer: the attempt's own timeout is
 		// not the short backoff.
-		err := readyz(ctx, dc.RESTClient(), max(o.MaxInterval, 10*time.Second))
+		err := upAndDiscoverable(ctx, cfg, dc, max(o.MaxInterval, 10*time.Second))
 		if err == nil {
 			if attempt > 1 {
 				o.Log.Info("API server reachable", "waited", time.Since(start).Round(time.Millisecond).String(), "attempts", attempt)
@@ -104,19 +110,43 @@ func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 }
 
-// readyz asks the API server's /readyz once. Nil means the server answers.
-func readyz(ctx context.Context, c rest.Interface, timeout time.Duration) error {
+// upAndDiscoverable asks /readyz, then the server's API groups the way a
+// REST mapper does (discovery of /api and /apis), each within timeout. Nil
+// means the server answered both.
+func upAndDiscoverable(ctx context.Context, cfg *rest.Config, dc *discovery.DiscoveryClient, timeout time.Duration) error {
+	if err := get(ctx, dc.RESTClient(), timeout, "/readyz"); err != nil {
+		return err
+	}
+	withTimeout := rest.CopyConfig(cfg)
+	withTimeout.Timeout = timeout
+	groups, err := discovery.NewDiscoveryClientForConfig(withTimeout)
+	if err != nil {
+		return fmt.Errorf("API server client: %w", err)
+	}
+	_, err = groups.ServerGroups()
+	var status apierrors.APIStatus
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &status) && status.Status().Code != 0 && status.Status().Code < 500 && status.Status().Code != http.StatusTooManyRequests:
+		return nil // up, only not telling us
+	}
+	return fmt.Errorf("discovery: %w", err)
+}
+
+// get asks the API server for path once. Nil means the server answers.
+func get(ctx context.Context, c rest.Interface, timeout time.Duration, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var code int
-	err := c.Get().AbsPath("/readyz").Do(ctx).StatusCode(&code).Error()
+	err := c.Get().AbsPath(path).Do(ctx).StatusCode(&code).Error()
 	switch {
 	case err == nil:
 		return nil
 	case code != 0 && code < 500 && code != http.StatusTooManyRequests:
 		return nil // up, only not telling us
 	case code != 0:
-		return fmt.Errorf("/readyz answered %d: %w", code, err)
+		return fmt.Errorf("%s answered %d: %w", path, code, err)
 	}
 	return err
 }

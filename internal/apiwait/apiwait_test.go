@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,10 +167,75 @@ func TestReadyzVerdicts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = readyz(context.Background(), dc.RESTClient(), 5*time.Second)
+		err = get(context.Background(), dc.RESTClient(), 5*time.Second, "/readyz")
 		if got := err == nil; got != tc.ready {
 			t.Errorf("/readyz %d: ready = %v (err %v), want %v", tc.code, got, err, tc.ready)
 		}
 		srv.Close()
+	}
+}
+
+// A server whose /readyz says ok while its discovery still fails (as a
+// kube-apiserver just back from a restart did) is not up yet: Wait goes on
+// until the discovery a REST mapper does (/api, /apis) answers, and asks it
+// after /readyz.
+func TestWaitNeedsDiscoveryToo(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		asked []string
+		apis  = http.StatusServiceUnavailable
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, r.URL.Path)
+		switch r.URL.Path {
+		case "/readyz":
+			w.WriteHeader(http.StatusOK)
+		case "/api":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"kind":"APIVersions","versions":["v1"]}`))
+		case "/apis":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(apis)
+			_, _ = w.Write([]byte(`{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`))
+		default:
+			t.Errorf("asked %s", r.URL.Path)
+		}
+	}))
+	defer srv.Close()
+	retries := make(chan error, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- Wait(context.Background(), &rest.Config{Host: srv.URL}, Options{MaxInterval: 50 * time.Millisecond,
+			OnRetry: func(err error) { retries <- err }})
+	}()
+	for range 3 {
+		select {
+		case err := <-retries:
+			if !strings.Contains(err.Error(), "discovery") {
+				t.Fatalf("retry for %v, want the failing /apis", err)
+			}
+		case err := <-done:
+			t.Fatalf("returned while /apis failed: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no retry within 10s")
+		}
+	}
+	mu.Lock()
+	apis = http.StatusOK
+	mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting 10s after /apis answered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) < 3 || asked[0] != "/readyz" || asked[1] != "/api" || asked[2] != "/apis" {
+		t.Errorf("asked %v, want /readyz, /api, /apis in that order first", asked)
 	}
 }
