@@ -37,7 +37,14 @@ var (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:])
+	if lost := (*lostLeadershipError)(nil); errors.As(err, &lost) {
+		ctrl.Log.Info("leader lease lost while running; starting again in place instead of exiting into the kubelet's restart backoff", "reason", lost.err.Error())
+		if rerr := restartInPlace(lost.stopping); rerr != nil {
+			err = fmt.Errorf("%w (not restarted in place: %w)", err, rerr)
+		}
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent-sandbox-controller: %v\n", err)
 		os.Exit(1)
 	}
@@ -50,6 +57,7 @@ type flags struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaderElectionIdentity  string
+	restartInPlace          bool
 	extensions              bool
 	clusterDomain           string
 	kubeAPIQPS              float64
@@ -83,6 +91,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (auto-detected when empty).")
 	fs.StringVar(&f.leaderElectionIdentity, "leader-election-identity", "",
 		"Identity the Lease is held under, unique to this Pod: the manifests pass $(POD_NAME)_$(POD_UID) from the downward API, so a restarted container leads again at once instead of waiting out its dead predecessor's lease (15 s). Empty: <hostname>_<random UUID>.")
+	fs.BoolVar(&f.restartInPlace, "leader-election-restart-in-place", true,
+		"When this replica loses its leader lease while running (e.g. the API server was unreachable past the 10 s renew deadline), stop every controller and start the binary again in the same process (exec) instead of exiting, so the kubelet's crash-loop backoff, which doubles with every restart, does not hold up the next leadership. false: exit, as controller-runtime does.")
 	fs.BoolVar(&f.extensions, "extensions", false, "Also run the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "Cluster DNS domain used in status.serviceFQDN.")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", -1, "Client-side QPS limit towards the apiserver; <= 0 disables it.")
@@ -207,6 +217,9 @@ func run(args []string) error {
 	cfg.QPS = float32(f.kubeAPIQPS)
 	cfg.Burst = f.kubeAPIBurst
 	ctx := ctrl.SetupSignalHandler()
+	if n := os.Getenv(restartsInPlaceEnv); n != "" {
+		ctrl.Log.Info("started in place after losing the leader lease", "restartsInPlace", n)
+	}
 	// Everything below reads the API server before the manager runs; a
 	// restart during an API server outage waits here rather than exiting
 	// into the kubelet's crash-loop backoff.
@@ -286,6 +299,9 @@ func run(args []string) error {
 		}
 	}
 	if err := mgr.Start(ctx); err != nil {
+		if f.leaderElect && f.restartInPlace && ctx.Err() == nil && isLeadershipLost(err) {
+			return &lostLeadershipError{err: err, stopping: func() bool { return ctx.Err() != nil }}
+		}
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil

@@ -14,25 +14,46 @@ import (
 // test's cleanup closes the listener and every relayed connection.
 func TCPForwarder(t testing.TB, l net.Listener, target string) {
 	t.Helper()
+	t.Cleanup(StartTCPForwarder(l, target))
+}
+
+// StartTCPForwarder is TCPForwarder for a test that stages an outage in the
+// middle: the returned stop closes the listener and every relayed
+// connection and waits for the relays to end (safe to call more than once).
+// Start another forwarder on the same address to end the outage.
+func StartTCPForwarder(l net.Listener, target string) (stop func()) {
 	var (
 		mu    sync.Mutex
 		conns []net.Conn
 		wg    sync.WaitGroup
+		once  sync.Once
+		done  bool
 	)
-	track := func(c ...net.Conn) {
+	// track records a relayed pair, or closes it when stop came first.
+	track := func(c ...net.Conn) bool {
 		mu.Lock()
-		conns = append(conns, c...)
-		mu.Unlock()
-	}
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+		defer mu.Unlock()
+		if done {
+			for _, x := range c {
+				x.Close()
+			}
+			return false
 		}
-		mu.Unlock()
-		wg.Wait()
-	})
+		conns = append(conns, c...)
+		return true
+	}
+	stop = func() {
+		once.Do(func() {
+			l.Close()
+			mu.Lock()
+			done = true
+			for _, c := range conns {
+				c.Close()
+			}
+			mu.Unlock()
+			wg.Wait()
+		})
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -46,7 +67,9 @@ func TCPForwarder(t testing.TB, l net.Listener, target string) {
 				in.Close()
 				continue
 			}
-			track(in, out)
+			if !track(in, out) {
+				return
+			}
 			wg.Add(2)
 			relay := func(dst, src net.Conn) {
 				defer wg.Done()
@@ -57,4 +80,5 @@ func TCPForwarder(t testing.TB, l net.Listener, target string) {
 			go relay(in, out)
 		}
 	}()
+	return stop
 }
