@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -131,7 +129,7 @@ type frontedController struct {
 	stopFront func()
 	cmd       *exec.Cmd
 	done      chan struct{}
-	log       *syncBuffer
+	log       *testenv.SyncBuffer
 }
 
 func startBehindFront(ctx context.Context, t *testing.T, env *testenv.Env, bin, identity string, extra ...string) *frontedController {
@@ -144,7 +142,7 @@ func startBehindFront(ctx context.Context, t *testing.T, env *testenv.Env, bin, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &frontedController{env: env, identity: identity, front: l.Addr().String(), done: make(chan struct{}), log: &syncBuffer{}}
+	c := &frontedController{env: env, identity: identity, front: l.Addr().String(), done: make(chan struct{}), log: &testenv.SyncBuffer{}}
 	for _, cl := range kc.Clusters {
 		u, err := url.Parse(cl.Server)
 		if err != nil {
@@ -232,22 +230,4 @@ func (c *frontedController) outage(ctx context.Context, t *testing.T, done func(
 	if err != nil {
 		t.Fatalf("outage: the controller neither restarted nor exited in 2 minutes: %v\n%s", err, c.log.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer the process's output and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,11 +1,9 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,26 +17,8 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/api/extensions/v1beta1"
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/devstack"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer that a running command writes while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // within polls cond for at most d (a bound the behaviour promises, not a
 // guard against hangs).
@@ -81,7 +61,7 @@ func TestMissingImageSurfaced(t *testing.T) {
 	defer cancel()
 	create := exec.CommandContext(cctx, binary, "create", "--template", "missing-image", "--name", name, "--wait", "--timeout", "25s")
 	create.Env = cliEnv(st)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	create.Stdout, create.Stderr = &stdout, &stderr
 	if err := create.Start(); err != nil {
 		t.Fatal(err)

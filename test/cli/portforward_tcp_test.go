@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // TestPortForwardTCP: `port-forward --tcp` carries raw bytes through the
@@ -26,13 +28,13 @@ func TestPortForwardTCP(t *testing.T) {
 	t.Cleanup(func() { cli(t, st, "", "rm", "--ignore-not-found", "pftcp") })
 	ok(t, st, "exec", "pftcp", "--", "sh", "-c", "echo raw-bytes > marker.txt")
 
-	start := func(spec string) (addr string, errOut *syncBuffer) {
+	start := func(spec string) (addr string, errOut *testenv.SyncBuffer) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 		pf := exec.CommandContext(ctx, binary, "port-forward", "--tcp", "pftcp", spec)
 		pf.Env = cliEnv(st)
-		var out syncBuffer
-		errOut = &syncBuffer{}
+		var out testenv.SyncBuffer
+		errOut = &testenv.SyncBuffer{}
 		pf.Stdout, pf.Stderr = &out, errOut
 		if err := pf.Start(); err != nil {
 			t.Fatal(err)
@@ -106,7 +108,7 @@ func TestPortForwardURL(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 		pf := exec.CommandContext(ctx, binary, "port-forward", "--address", c.address, "pfurl", "0:8080")
 		pf.Env = cliEnv(st)
-		var out, errOut syncBuffer
+		var out, errOut testenv.SyncBuffer
 		pf.Stdout, pf.Stderr = &out, &errOut
 		if err := pf.Start(); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // TestPortForward: `port-forward NAME 0:8080` serves sandboxd's REST API
@@ -22,7 +24,7 @@ func TestPortForward(t *testing.T) {
 	defer cancel()
 	pf := exec.CommandContext(ctx, binary, "port-forward", "pf", "0:8080")
 	pf.Env = cliEnv(st)
-	var out, errOut syncBuffer
+	var out, errOut testenv.SyncBuffer
 	pf.Stdout, pf.Stderr = &out, &errOut
 	if err := pf.Start(); err != nil {
 		t.Fatal(err)

@@ -1,36 +1,18 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
-
-// ptyOutput collects what the CLI writes to its terminal.
-type ptyOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *ptyOutput) Write(b []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(b)
-}
-
-func (o *ptyOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
 
 // TestExecTTY runs `exec -it` on a real pseudo-terminal: the remote shell
 // has a terminal of our size, follows our resizes, gets Ctrl-C as a
@@ -57,7 +39,7 @@ func runExecTTY(t *testing.T, st *target) {
 		t.Fatal(err)
 	}
 	defer func() { _ = ptmx.Close() }()
-	out := &ptyOutput{}
+	out := &testenv.SyncBuffer{}
 	go func() { _, _ = io.Copy(out, ptmx) }()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()

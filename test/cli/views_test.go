@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // TestLsNamedWatchDescribe: `ls NAME` and `get NAME`, ORIGIN and EXPIRES,
@@ -21,7 +23,7 @@ func TestLsNamedWatchDescribe(t *testing.T) {
 	defer cancel()
 	watch := exec.CommandContext(ctx, binary, "ls", "--watch", "-l", "test=views")
 	watch.Env = cliEnv(st)
-	var wout, werr syncBuffer
+	var wout, werr testenv.SyncBuffer
 	watch.Stdout, watch.Stderr = &wout, &werr
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 
 	sandboxv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/agent-sandbox/internal/router"
+	"sigs.k8s.io/agent-sandbox/internal/testenv"
 )
 
 // portForwardServers runs in the sandbox's second container (same gVisor
@@ -211,24 +211,6 @@ func hostRouter(t *testing.T, ns string) string {
 	}
 }
 
-// lockedBuffer collects a subprocess's output for polling.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 var forwardingRE = regexp.MustCompile(`Forwarding from (127\.0\.0\.1:\d+) -> `)
 
 // startPortForward runs the CLI until the test ends and returns the local
@@ -237,7 +219,7 @@ func startPortForward(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.KubeconfigPath())
-	var out, errOut lockedBuffer
+	var out, errOut testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
