@@ -66,7 +66,12 @@ func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.LogEvery <= 0 {
 		o.LogEvery = 30 * time.Second
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	// A loaded server may be slow to answer: an attempt's own timeout is
+	// not the short backoff.
+	timeout := max(o.MaxInterval, 10*time.Second)
+	withTimeout := rest.CopyConfig(cfg)
+	withTimeout.Timeout = timeout
+	dc, err := discovery.NewDiscoveryClientForConfig(withTimeout)
 	if err != nil {
 		return fmt.Errorf("API server client: %w", err)
 	}
@@ -80,9 +85,7 @@ func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 	var lastLog time.Time
 	interval := o.MaxInterval / 16
 	for attempt := 1; ; attempt++ {
-		// A loaded server may be slow to answer: the attempt's own timeout is
-		// not the short backoff.
-		err := upAndDiscoverable(ctx, cfg, dc, max(o.MaxInterval, 10*time.Second))
+		err := upAndDiscoverable(ctx, dc, timeout)
 		if err == nil {
 			if attempt > 1 {
 				o.Log.Info("API server reachable", "waited", time.Since(start).Round(time.Millisecond).String(), "attempts", attempt)
@@ -112,26 +115,24 @@ func Wait(ctx context.Context, cfg *rest.Config, o Options) error {
 
 // upAndDiscoverable asks /readyz, then the server's API groups the way a
 // REST mapper does (discovery of /api and /apis), each within timeout. Nil
-// means the server answered both.
-func upAndDiscoverable(ctx context.Context, cfg *rest.Config, dc *discovery.DiscoveryClient, timeout time.Duration) error {
+// means the server answered both. dc's own timeout bounds the discovery.
+func upAndDiscoverable(ctx context.Context, dc *discovery.DiscoveryClient, timeout time.Duration) error {
 	if err := get(ctx, dc.RESTClient(), timeout, "/readyz"); err != nil {
 		return err
 	}
-	withTimeout := rest.CopyConfig(cfg)
-	withTimeout.Timeout = timeout
-	groups, err := discovery.NewDiscoveryClientForConfig(withTimeout)
-	if err != nil {
-		return fmt.Errorf("API server client: %w", err)
-	}
-	_, err = groups.ServerGroups()
+	_, err := dc.ServerGroups()
 	var status apierrors.APIStatus
-	switch {
-	case err == nil:
+	if err == nil || errors.As(err, &status) && refusedButUp(int(status.Status().Code)) {
 		return nil
-	case errors.As(err, &status) && status.Status().Code != 0 && status.Status().Code < 500 && status.Status().Code != http.StatusTooManyRequests:
-		return nil // up, only not telling us
 	}
 	return fmt.Errorf("discovery: %w", err)
+}
+
+// refusedButUp reports whether an HTTP status code other than 2xx still
+// shows a server that is up: a client error, for instance a cluster that
+// forbids /readyz. 5xx and 429 mean it is not serving yet.
+func refusedButUp(code int) bool {
+	return code != 0 && code < 500 && code != http.StatusTooManyRequests
 }
 
 // get asks the API server for path once. Nil means the server answers.
@@ -143,7 +144,7 @@ func get(ctx context.Context, c rest.Interface, timeout time.Duration, path stri
 	switch {
 	case err == nil:
 		return nil
-	case code != 0 && code < 500 && code != http.StatusTooManyRequests:
+	case refusedButUp(code):
 		return nil // up, only not telling us
 	case code != 0:
 		return fmt.Errorf("%s answered %d: %w", path, code, err)
