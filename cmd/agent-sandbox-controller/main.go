@@ -217,7 +217,7 @@ func run(args []string) error {
 	cfg.QPS = float32(f.kubeAPIQPS)
 	cfg.Burst = f.kubeAPIBurst
 	ctx := ctrl.SetupSignalHandler()
-	if n := os.Getenv(restartsInPlaceEnv); n != "" {
+	if n := restartsInPlace(); n > 0 {
 		ctrl.Log.Info("started in place after losing the leader lease", "restartsInPlace", n)
 	}
 	// Everything below reads the API server before the manager runs; a
@@ -270,6 +270,9 @@ func run(args []string) error {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}
 	if err := metrics.RegisterSandboxMetrics(mgr.GetCache(), metrics.BuildInfo{GitVersion: version, GitCommit: gitCommit, BuildDate: buildDate}); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	if err := metrics.RegisterRestartsInPlace(restartsInPlace()); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	if f.extensions {

@@ -64,9 +64,18 @@ func restartInPlace(stopping func() bool) error {
 	if stopping() {
 		return errors.New("asked to stop")
 	}
-	n, _ := strconv.Atoi(os.Getenv(restartsInPlaceEnv))
-	env := append(withoutEnv(os.Environ(), restartsInPlaceEnv), restartsInPlaceEnv+"="+strconv.Itoa(n+1))
+	env := append(withoutEnv(os.Environ(), restartsInPlaceEnv), restartsInPlaceEnv+"="+strconv.Itoa(restartsInPlace()+1))
 	return syscall.Exec(exe, os.Args, env)
+}
+
+// restartsInPlace is how many times this process image's predecessors in
+// the container started again in place (0 for the container's first).
+func restartsInPlace() int {
+	n, err := strconv.Atoi(os.Getenv(restartsInPlaceEnv))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // withoutEnv returns env without the entries for key.

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -67,8 +69,12 @@ func TestLostLeaseRestartsInPlace(t *testing.T) {
 		if got := c.cmd.Process.Pid; got != pid {
 			t.Fatalf("pid %d, want %d", got, pid)
 		}
-		if !strings.Contains(c.log.String(), `"restartsInPlace":"3"`) {
+		if !strings.Contains(c.log.String(), `"restartsInPlace":3`) {
 			t.Errorf("the third start in place does not count 3 restarts:\n%s", c.log.String())
+		}
+		// The kubelet's restartCount cannot see these restarts; the metric must.
+		if m := c.scrape(t); !strings.Contains(m, "\nagent_sandbox_controller_restarts_in_place 3\n") {
+			t.Errorf("metrics after three restarts in place lack agent_sandbox_controller_restarts_in_place 3:\n%s", m)
 		}
 
 		// It works again: a Sandbox created now gets its Pod.
@@ -127,6 +133,7 @@ type frontedController struct {
 	front     string // host:port the kubeconfig names
 	target    string // the API server's host:port
 	stopFront func()
+	metrics   string // the metrics endpoint's host:port
 	cmd       *exec.Cmd
 	done      chan struct{}
 	log       *testenv.SyncBuffer
@@ -163,8 +170,9 @@ func startBehindFront(ctx context.Context, t *testing.T, env *testenv.Env, bin, 
 		t.Fatal(err)
 	}
 	c.namespace = ns.Name
+	c.metrics = fmt.Sprintf("127.0.0.1:%d", freeport.T(t))
 	args := append([]string{"--leader-elect=true", "--leader-election-namespace=" + ns.Name, "--leader-election-identity=" + identity,
-		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", freeport.T(t)), "--enable-webhook=false"}, extra...)
+		"--metrics-bind-address=" + c.metrics, fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", freeport.T(t)), "--enable-webhook=false"}, extra...)
 	c.cmd = exec.Command(bin, args...)
 	c.cmd.Env = append(os.Environ(), "KUBECONFIG="+kcPath)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
@@ -179,6 +187,21 @@ func startBehindFront(ctx context.Context, t *testing.T, env *testenv.Env, bin, 
 		}
 	})
 	return c
+}
+
+// scrape returns the controller's metrics page.
+func (c *frontedController) scrape(t *testing.T) string {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + c.metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
 }
 
 func (c *frontedController) exited() bool {
