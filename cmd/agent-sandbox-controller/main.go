@@ -217,8 +217,9 @@ func run(args []string) error {
 	cfg.QPS = float32(f.kubeAPIQPS)
 	cfg.Burst = f.kubeAPIBurst
 	ctx := ctrl.SetupSignalHandler()
-	if n := restartsInPlace(); n > 0 {
-		ctrl.Log.Info("started in place after losing the leader lease", "restartsInPlace", n)
+	restarts := restartsInPlace()
+	if restarts > 0 {
+		ctrl.Log.Info("started in place after losing the leader lease", "restartsInPlace", restarts)
 	}
 	// Everything below reads the API server before the manager runs; a
 	// restart during an API server outage waits here rather than exiting
@@ -272,7 +273,7 @@ func run(args []string) error {
 	if err := metrics.RegisterSandboxMetrics(mgr.GetCache(), metrics.BuildInfo{GitVersion: version, GitCommit: gitCommit, BuildDate: buildDate}); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	if err := metrics.RegisterRestartsInPlace(restartsInPlace()); err != nil {
+	if err := metrics.RegisterRestartsInPlace(restarts); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	if f.extensions {

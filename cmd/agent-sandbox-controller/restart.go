@@ -11,8 +11,8 @@ import (
 )
 
 // restartsInPlaceEnv carries the number of restarts in place into the new
-// process image, for its log: a restart in place is invisible to the
-// kubelet's restartCount.
+// process image, for its log and agent_sandbox_controller_restarts_in_place:
+// a restart in place is invisible to the kubelet's restartCount.
 const restartsInPlaceEnv = "AGENT_SANDBOX_CONTROLLER_RESTARTS_IN_PLACE"
 
 // lostLeadershipError is what run returns when the manager stopped because
