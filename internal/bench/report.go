@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -52,6 +53,13 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 	case r.ServerTimesError != "":
 		fmt.Fprintf(tw, "server time per write\tunavailable: %s\n", r.ServerTimesError)
+	}
+	if r.ServerTimesError == "" {
+		fmt.Fprintf(tw, "conversion webhook calls\t%.1f per claim (one per write for each served non-storage version)\n", r.ConversionsPerClaim)
+		for _, k := range r.Conversions.Keys() {
+			t := r.Conversions[k]
+			fmt.Fprintf(tw, "  %s\t%s (%.0f)\n", strings.TrimPrefix(k, conversionKeyPrefix), fmtDur(t.Mean), t.Count)
+		}
 	}
 	switch c := r.Calibration; {
 	case c != nil:

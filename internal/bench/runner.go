@@ -91,8 +91,15 @@ type Result struct {
 	// are missing.
 	ServerTimes      ServerTimes `json:"server_times,omitempty"`
 	ServerTimesError string      `json:"server_times_error,omitempty"`
-	ControllerCPU    float64     `json:"controller_cpu_seconds,omitempty"`
-	ControllerRSS    float64     `json:"controller_peak_rss_bytes,omitempty"`
+	// Conversions are the apiserver's calls to the CRDs' conversion
+	// webhook during the run ("convert RESOURCE FROM->TO"), with their mean
+	// times, and ConversionsPerClaim their number per claim: one per
+	// custom-resource write for each served non-storage version (v1alpha1),
+	// whether or not any client reads it.
+	Conversions         ServerTimes `json:"conversions,omitempty"`
+	ConversionsPerClaim float64     `json:"conversion_calls_per_claim"`
+	ControllerCPU       float64     `json:"controller_cpu_seconds,omitempty"`
+	ControllerRSS       float64     `json:"controller_peak_rss_bytes,omitempty"`
 	// Calibration is the apiserver's floor and the machine's CPU steal at
 	// the time of the run; CalibrationError says why it is missing.
 	Calibration      *Calibration  `json:"calibration,omitempty"`
@@ -331,7 +338,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if timesErr == nil {
 		var after durationTotals
 		if after, timesErr = scrapeServerTimes(ctx, cfg.RestConfig); timesErr == nil {
-			res.ServerTimes = after.Sub(timesBefore)
+			res.ServerTimes, res.Conversions = after.Sub(timesBefore).splitConversions()
+			if res.Claims > 0 {
+				res.ConversionsPerClaim = res.Conversions.calls() / float64(res.Claims)
+			}
 		}
 	}
 	if timesErr != nil {

@@ -20,6 +20,19 @@ var claimPathResources = map[string]bool{"sandboxclaims": true, "sandboxes": tru
 // etcdWriteOps are the etcd_request_duration_seconds operations that write.
 var etcdWriteOps = map[string]bool{"create": true, "update": true, "delete": true}
 
+// conversionMetric is the apiserver's histogram of its calls to CRD
+// conversion webhooks. A write of a custom resource costs one call for
+// every served version other than the storage version even when no client
+// reads that version: the apiserver keeps a watch cache per served version
+// and converts every change into each of them
+// (kubernetes/kubernetes#129979). On a busy node those calls compete with
+// the claim path, so a run reports them.
+const conversionMetric = "apiserver_crd_conversion_webhook_duration_seconds"
+
+// conversionKeyPrefix starts the ServerTimes keys of conversion calls:
+// "convert RESOURCE FROM->TO", with " failed" for calls that failed.
+const conversionKeyPrefix = "convert "
+
 // ServerTime is the apiserver's own account of one kind of request during
 // a run: how many it served and their mean duration.
 type ServerTime struct {
@@ -93,20 +106,23 @@ func parseDurationTotals(r io.Reader) (durationTotals, error) {
 				return
 			}
 		}
-		if metric != "apiserver_request_duration_seconds" && metric != "etcd_request_duration_seconds" {
-			return
-		}
-		labels := parseLabels(raw)
-		if !claimPathResources[labels["resource"]] {
-			return
-		}
 		var key string
+		labels := parseLabels(raw)
 		switch {
+		case metric == conversionMetric:
+			key = conversionKey(labels)
+		case metric != "apiserver_request_duration_seconds" && metric != "etcd_request_duration_seconds":
+			return
+		case !claimPathResources[labels["resource"]]:
+			return
 		case metric == "etcd_request_duration_seconds" && etcdWriteOps[labels["operation"]]:
 			key = "etcd " + labels["operation"] + " " + labels["resource"]
 		case metric == "apiserver_request_duration_seconds" && writeVerbs[labels["verb"]]:
 			key = labels["verb"] + " " + resourceKey(labels)
 		default:
+			return
+		}
+		if key == "" {
 			return
 		}
 		tot := out[key]
@@ -121,4 +137,40 @@ func parseDurationTotals(r io.Reader) (durationTotals, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// conversionKey names a conversion series by the CRD's resource (its name
+// up to the first dot) and the direction of the conversion.
+func conversionKey(labels map[string]string) string {
+	resource, _, _ := strings.Cut(labels["crd_name"], ".")
+	if resource == "" {
+		return ""
+	}
+	key := conversionKeyPrefix + resource + " " + labels["from_version"] + "->" + labels["to_version"]
+	if labels["succeeded"] == "false" {
+		key += " failed"
+	}
+	return key
+}
+
+// splitConversions separates the conversion webhook calls from the writes.
+func (t ServerTimes) splitConversions() (writes, conversions ServerTimes) {
+	writes, conversions = ServerTimes{}, ServerTimes{}
+	for k, v := range t {
+		if strings.HasPrefix(k, conversionKeyPrefix) {
+			conversions[k] = v
+		} else {
+			writes[k] = v
+		}
+	}
+	return writes, conversions
+}
+
+// calls is the number of calls in t.
+func (t ServerTimes) calls() float64 {
+	var n float64
+	for _, v := range t {
+		n += v.Count
+	}
+	return n
 }

@@ -113,3 +113,59 @@ func TestReportShowsServerTimes(t *testing.T) {
 		t.Errorf("report hides the missing server times:\n%s", buf.String())
 	}
 }
+
+// conversionMetrics is a cut of a real apiserver's /metrics during a run:
+// conversions into the unused v1alpha1 of two CRDs, failed calls kept
+// apart, and the webhook-agnostic series that must be left out.
+const conversionMetrics = `# TYPE apiserver_crd_conversion_webhook_duration_seconds histogram
+apiserver_crd_conversion_webhook_duration_seconds_bucket{crd_name="sandboxes.agents.x-k8s.io",from_version="v1beta1",succeeded="true",to_version="v1alpha1",le="0.005"} 100
+apiserver_crd_conversion_webhook_duration_seconds_sum{crd_name="sandboxes.agents.x-k8s.io",from_version="v1beta1",succeeded="true",to_version="v1alpha1"} 0.6
+apiserver_crd_conversion_webhook_duration_seconds_count{crd_name="sandboxes.agents.x-k8s.io",from_version="v1beta1",succeeded="true",to_version="v1alpha1"} 120
+apiserver_crd_conversion_webhook_duration_seconds_sum{crd_name="sandboxes.agents.x-k8s.io",from_version="v1beta1",succeeded="false",to_version="v1alpha1"} 2
+apiserver_crd_conversion_webhook_duration_seconds_count{crd_name="sandboxes.agents.x-k8s.io",from_version="v1beta1",succeeded="false",to_version="v1alpha1"} 4
+apiserver_crd_conversion_webhook_duration_seconds_sum{crd_name="sandboxclaims.extensions.agents.x-k8s.io",from_version="v1beta1",succeeded="true",to_version="v1alpha1"} 0.2
+apiserver_crd_conversion_webhook_duration_seconds_count{crd_name="sandboxclaims.extensions.agents.x-k8s.io",from_version="v1beta1",succeeded="true",to_version="v1alpha1"} 100
+apiserver_conversion_webhook_duration_seconds_sum{failure_type="",result="success"} 8
+apiserver_conversion_webhook_duration_seconds_count{failure_type="",result="success"} 224
+`
+
+func TestConversionCallsAreCountedApart(t *testing.T) {
+	before, err := parseDurationTotals(strings.NewReader(durationMetrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := parseDurationTotals(strings.NewReader(durationMetrics + conversionMetrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes, conversions := after.Sub(before).splitConversions()
+	if len(writes) != 0 {
+		t.Errorf("writes = %v, want none (no write happened between the scrapes)", writes)
+	}
+	want := map[string]ServerTime{
+		"convert sandboxes v1beta1->v1alpha1":        {Count: 120, Mean: 5 * time.Millisecond},
+		"convert sandboxes v1beta1->v1alpha1 failed": {Count: 4, Mean: 500 * time.Millisecond},
+		"convert sandboxclaims v1beta1->v1alpha1":    {Count: 100, Mean: 2 * time.Millisecond},
+	}
+	if len(conversions) != len(want) {
+		t.Fatalf("conversions = %v, want %v", conversions, want)
+	}
+	for k, w := range want {
+		if g := conversions[k]; g.Count != w.Count || g.Mean.Round(time.Microsecond) != w.Mean {
+			t.Errorf("%s = %+v, want %+v", k, g, w)
+		}
+	}
+	if n := conversions.calls(); n != 224 {
+		t.Errorf("calls = %v, want 224", n)
+	}
+	r := &Result{Claims: 32, Conversions: conversions, ConversionsPerClaim: conversions.calls() / 32}
+	var out bytes.Buffer
+	if err := WriteTable(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"conversion webhook calls", "7.0 per claim", "sandboxes v1beta1->v1alpha1", "5.0ms (120)"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("report lacks %q:\n%s", line, out.String())
+		}
+	}
+}
