@@ -14,6 +14,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -79,6 +80,8 @@ type flags struct {
 	manageLateBindingKey bool
 
 	webhook webhook.Options
+	// serveV1alpha1: see --serve-v1alpha1; nil leaves the CRDs as they are.
+	serveV1alpha1 *bool
 }
 
 func parseFlags(args []string) (*flags, *zap.Options, error) {
@@ -144,6 +147,8 @@ func parseFlags(args []string) (*flags, *zap.Options, error) {
 	fs.StringVar(&w.KeyName, "webhook-key-name", webhook.DefaultKeyName, "Serving key file in --webhook-cert-dir (with --manage-webhook-certs=false).")
 	fs.StringVar(&w.ServiceName, "webhook-service-name", webhook.DefaultServiceName, "Service the apiserver reaches the webhook through (certificate names, CRD clientConfig).")
 	fs.StringVar(&w.Namespace, "webhook-namespace", webhook.DefaultNamespace, "Namespace of the webhook Service and of the certificate Secret.")
+	fs.Var(optionalBool{&f.serveV1alpha1}, "serve-v1alpha1",
+		"Whether the four CRDs serve the deprecated v1alpha1: the controller (the leader) sets their served flag and keeps it set. While v1alpha1 is served the apiserver calls the conversion webhook once for every write of a Sandbox, claim, template or pool, even when no client uses v1alpha1; false saves those calls on a cluster whose clients all speak v1beta1 (v1alpha1 requests then get 404). Unset: the CRDs are left as installed.")
 	fs.BoolVar(&w.ManageCerts, "manage-webhook-certs", true, "Keep a self-signed CA and serving certificate in Secret agent-sandbox-webhook-certs, renew them before expiry and patch the CA into the CRDs; false expects provisioned files and patched CRDs.")
 	zopts := &zap.Options{}
 	zopts.BindFlags(fs)
@@ -300,6 +305,17 @@ func run(args []string) error {
 	if f.webhook.Enable {
 		if err := webhook.Setup(ctx, mgr, certs); err != nil {
 			return err
+		}
+	}
+	if f.serveV1alpha1 != nil {
+		// Its own uncached client: RBAC grants get and patch of the four
+		// CRDs by name, not the list and watch a cache would need.
+		c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return fmt.Errorf("creating CRD client: %w", err)
+		}
+		if err := mgr.Add(&webhook.VersionSwitch{Client: c, Version: webhook.DeprecatedVersion, Served: *f.serveV1alpha1}); err != nil {
+			return fmt.Errorf("adding the v1alpha1 switch: %w", err)
 		}
 	}
 	if err := mgr.Start(ctx); err != nil {

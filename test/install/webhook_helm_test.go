@@ -2,6 +2,7 @@ package install
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +37,22 @@ func TestHelmWebhookValues(t *testing.T) {
 	}
 	checkPorts(t, container(t, get(t, off, "Deployment/agent-sandbox-system/agent-sandbox-controller")),
 		map[string]int64{"metrics": 8080, "healthz": 8081})
+
+	// --serve-v1alpha1 only when set: unset leaves the CRDs as installed.
+	for _, a := range args {
+		if strings.HasPrefix(a, "--serve-v1alpha1") {
+			t.Errorf("default args pass %s", a)
+		}
+	}
+	for _, set := range [][]string{{"webhook.serveV1alpha1=false"}, {"webhook.serveV1alpha1=false", "webhook.enabled=false"}} {
+		var args []string
+		for _, v := range set {
+			args = append(args, "--set", v)
+		}
+		if got := controllerArgs(t, decode(t, helmTemplate(t, args...))); !slices.Contains(got, "--serve-v1alpha1=false") {
+			t.Errorf("%v: args %v lack --serve-v1alpha1=false", set, got)
+		}
+	}
 
 	external := decode(t, helmTemplate(t, "--set", "webhook.manageCerts=false"))
 	if args := controllerArgs(t, external); !slices.Contains(args, "--manage-webhook-certs=false") {

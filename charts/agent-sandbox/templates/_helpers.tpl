@@ -152,4 +152,7 @@ always passed (the CRDs' clientConfig is patched to match them).
 - "--webhook-port={{ .Values.webhook.port }}"
 - "--manage-webhook-certs={{ .Values.webhook.manageCerts }}"
 {{- end }}
+{{- if ne .Values.webhook.serveV1alpha1 nil }}
+- "--serve-v1alpha1={{ .Values.webhook.serveV1alpha1 }}"
+{{- end }}
 {{- end }}
