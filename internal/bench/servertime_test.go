@@ -74,15 +74,7 @@ func TestServerTimesOfTheWindow(t *testing.T) {
 		"DELETE sandboxclaims":       {Count: 10, Mean: 2 * time.Millisecond},
 		"etcd update sandboxclaims":  {Count: 10, Mean: 6 * time.Millisecond},
 	}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v (a key without requests in the window is left out)", got, want)
-	}
-	for k, w := range want {
-		g := got[k]
-		if g.Count != w.Count || (g.Mean-w.Mean).Abs() > time.Microsecond {
-			t.Errorf("%s = %+v, want %+v", k, g, w)
-		}
-	}
+	checkServerTimes(t, got, want)
 	keys := got.Keys()
 	wantKeys := []string{"DELETE sandboxclaims", "PATCH sandboxclaims/status", "POST sandboxclaims", "etcd update sandboxclaims"}
 	if !slices.Equal(keys, wantKeys) {
@@ -147,14 +139,7 @@ func TestConversionCallsAreCountedApart(t *testing.T) {
 		"convert sandboxes v1beta1->v1alpha1 failed": {Count: 4, Mean: 500 * time.Millisecond},
 		"convert sandboxclaims v1beta1->v1alpha1":    {Count: 100, Mean: 2 * time.Millisecond},
 	}
-	if len(conversions) != len(want) {
-		t.Fatalf("conversions = %v, want %v", conversions, want)
-	}
-	for k, w := range want {
-		if g := conversions[k]; g.Count != w.Count || g.Mean.Round(time.Microsecond) != w.Mean {
-			t.Errorf("%s = %+v, want %+v", k, g, w)
-		}
-	}
+	checkServerTimes(t, conversions, want)
 	if n := conversions.calls(); n != 224 {
 		t.Errorf("calls = %v, want 224", n)
 	}
@@ -166,6 +151,20 @@ func TestConversionCallsAreCountedApart(t *testing.T) {
 	for _, line := range []string{"conversion webhook calls", "7.0 per claim", "sandboxes v1beta1->v1alpha1", "5.0ms (120)"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("report lacks %q:\n%s", line, out.String())
+		}
+	}
+}
+
+// checkServerTimes compares times key by key, means to the microsecond; a
+// key without requests in the window must be left out.
+func checkServerTimes(t *testing.T, got ServerTimes, want map[string]ServerTime) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if g := got[k]; g.Count != w.Count || (g.Mean-w.Mean).Abs() > time.Microsecond {
+			t.Errorf("%s = %+v, want %+v", k, g, w)
 		}
 	}
 }
