@@ -25,8 +25,8 @@ var etcdWriteOps = map[string]bool{"create": true, "update": true, "delete": tru
 // every served version other than the storage version even when no client
 // reads that version: the apiserver keeps a watch cache per served version
 // and converts every change into each of them
-// (kubernetes/kubernetes#129979). On a busy node those calls compete with
-// the claim path, so a run reports them.
+// (kubernetes/kubernetes#129979). A run reports them as the load they are
+// on the apiserver and the controller.
 const conversionMetric = "apiserver_crd_conversion_webhook_duration_seconds"
 
 // conversionKeyPrefix starts the ServerTimes keys of conversion calls:

@@ -294,22 +294,13 @@ func (m *CertManager) writeFiles(s *corev1.Secret) error {
 // CA bundle. Missing CRDs (e.g. a core-only install) and CRDs that do not
 // convert through a webhook are left alone.
 func (m *CertManager) patchCRDs(ctx context.Context, caBundle []byte) error {
-	var errs []error
-	for _, name := range m.CRDNames {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := m.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			errs = append(errs, fmt.Errorf("reading CRD %s: %w", name, err))
-			continue
-		}
+	return forEachCRD(ctx, m.Client, m.CRDNames, func(crd *apiextensionsv1.CustomResourceDefinition) error {
 		conv := crd.Spec.Conversion
 		if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter {
-			continue
+			return nil
 		}
 		if upToDate(conv, m.ServiceName, m.Namespace, caBundle) {
-			continue
+			return nil
 		}
 		versions := []string{"v1", "v1beta1"}
 		if conv.Webhook != nil && len(conv.Webhook.ConversionReviewVersions) > 0 {
@@ -330,7 +321,27 @@ func (m *CertManager) patchCRDs(ctx context.Context, caBundle []byte) error {
 			return fmt.Errorf("encoding CRD patch: %w", err)
 		}
 		if err := m.Client.Patch(ctx, crd, client.RawPatch(types.MergePatchType, raw)); err != nil {
-			errs = append(errs, fmt.Errorf("patching CRD %s: %w", name, err))
+			return fmt.Errorf("patching CRD %s: %w", crd.Name, err)
+		}
+		return nil
+	})
+}
+
+// forEachCRD reads each named CRD and calls fn with it, skipping CRDs that
+// do not exist (a core-only install); errors are joined, so one CRD's
+// failure does not keep the others from being handled.
+func forEachCRD(ctx context.Context, c client.Client, names []string, fn func(*apiextensionsv1.CustomResourceDefinition) error) error {
+	var errs []error
+	for _, name := range names {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("reading CRD %s: %w", name, err))
+			}
+			continue
+		}
+		if err := fn(crd); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -3,12 +3,10 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,20 +69,9 @@ func (s *VersionSwitch) Ensure(ctx context.Context) error {
 	if names == nil {
 		names = CRDNames
 	}
-	var errs []error
-	for _, name := range names {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := s.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
-			if !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("reading CRD %s: %w", name, err))
-			}
-			continue
-		}
-		if err := s.apply(ctx, crd); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return forEachCRD(ctx, s.Client, names, func(crd *apiextensionsv1.CustomResourceDefinition) error {
+		return s.apply(ctx, crd)
+	})
 }
 
 func (s *VersionSwitch) apply(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
