@@ -8,6 +8,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -47,18 +48,12 @@ func (s *VersionSwitch) Start(ctx context.Context) error {
 	if interval <= 0 {
 		interval = DefaultCheckInterval
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := s.Ensure(ctx); err != nil {
 			log.Error(err, "setting whether the CRDs serve "+s.Version, "served", s.Served)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	}, interval)
+	return nil
 }
 
 // Ensure sets the version's served flag on every CRD that has it. Missing
