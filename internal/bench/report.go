@@ -47,19 +47,13 @@ func WriteTable(w io.Writer, r *Result) error {
 	switch {
 	case len(r.ServerTimes) > 0:
 		fmt.Fprintln(tw, "server time per write\tmean as the apiserver measured it (n)")
-		for _, k := range r.ServerTimes.Keys() {
-			t := r.ServerTimes[k]
-			fmt.Fprintf(tw, "  %s\t%s (%.0f)\n", k, fmtDur(t.Mean), t.Count)
-		}
+		writeServerTimes(tw, r.ServerTimes, "")
 	case r.ServerTimesError != "":
 		fmt.Fprintf(tw, "server time per write\tunavailable: %s\n", r.ServerTimesError)
 	}
 	if r.ServerTimesError == "" {
 		fmt.Fprintf(tw, "conversion webhook calls\t%.1f per claim (one per write for each served non-storage version)\n", r.ConversionsPerClaim)
-		for _, k := range r.Conversions.Keys() {
-			t := r.Conversions[k]
-			fmt.Fprintf(tw, "  %s\t%s (%.0f)\n", strings.TrimPrefix(k, conversionKeyPrefix), fmtDur(t.Mean), t.Count)
-		}
+		writeServerTimes(tw, r.Conversions, conversionKeyPrefix)
 	}
 	switch c := r.Calibration; {
 	case c != nil:
@@ -74,6 +68,14 @@ func WriteTable(w io.Writer, r *Result) error {
 		fmt.Fprintf(tw, "controller\t%.2f CPU s, peak RSS %.0f MiB\n", r.ControllerCPU, r.ControllerRSS/(1<<20))
 	}
 	return tw.Flush()
+}
+
+// writeServerTimes writes one indented line per key of t, in Keys order,
+// the key without prefix: its mean and, in parentheses, how many.
+func writeServerTimes(w io.Writer, t ServerTimes, prefix string) {
+	for _, k := range t.Keys() {
+		fmt.Fprintf(w, "  %s\t%s (%.0f)\n", strings.TrimPrefix(k, prefix), fmtDur(t[k].Mean), t[k].Count)
+	}
 }
 
 func fmtDur(d time.Duration) string {
