@@ -25,8 +25,9 @@ import (
 // throttled those bursts and stalled the claim path behind idle CPUs,
 // a second lets them run through and throttles only a class that keeps
 // more than its share for a whole second. A 10 ms period (same share) was
-// measured too and changed nothing: the apiserver's budget then also pays
-// for its collector's mark workers (docs/performance.md, 7 December).
+// measured too and changed nothing; likely (not traced) because the
+// apiserver's budget then also pays for its collector's mark workers
+// (docs/performance.md, 7 December).
 //
 // etcd and the apiserver are host processes Up starts (realtime.go); the
 // controller is a Pod, so the node's cpu agent (cmd/sandbox-cpu-agent) grants
